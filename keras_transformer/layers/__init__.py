@@ -1,0 +1,37 @@
+"""The Transformer's building blocks, each usable in any Keras model."""
+
+from keras_transformer.layers.attention import (
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
+from keras_transformer.layers.decoder import Decoder, DecoderLayer
+from keras_transformer.layers.encoder import Encoder, EncoderLayer
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.masks import (
+    large_negative,
+    look_ahead_mask,
+    merge_masks,
+    padding_mask,
+)
+from keras_transformer.layers.positional_encoding import (
+    PositionalEmbedding,
+    PositionalEncoding,
+    positional_encoding,
+)
+
+__all__ = [
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "MultiHeadAttention",
+    "PositionalEmbedding",
+    "PositionalEncoding",
+    "large_negative",
+    "look_ahead_mask",
+    "merge_masks",
+    "padding_mask",
+    "positional_encoding",
+    "scaled_dot_product_attention",
+]

@@ -1,0 +1,304 @@
+"""Scaled dot-product attention and multi-head attention (Vaswani et al., 2017, §3.2)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import masks
+from keras_transformer.validation import check_positive_int, check_rate
+
+_LOW_PRECISION = ("float16", "bfloat16")
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout=None):
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
+
+    Blocked positions are removed the reference way, by adding a large negative
+    number to their logits: `logits += (1 - mask) * large_negative`, with a
+    constant that stays finite in the logits' dtype (`masks.large_negative`).
+    Under mixed precision the logits are cast to float32 before the mask and
+    the softmax, so a fully blocked row gives uniform weights, never NaN.
+
+    Args:
+        q: queries `(..., T, K)`.
+        k: keys `(..., S, K)`.
+        v: values `(..., S, Kv)`.
+        mask: optional boolean tensor broadcastable to `(..., T, S)`.
+            True = the query may attend to that key; False = blocked.
+        dropout: optional callable applied to the attention weights before
+            they weigh the values (e.g. a bound `keras.layers.Dropout`).
+
+    Returns:
+        `(outputs, weights)`: outputs `(..., T, Kv)` and the attention weights
+        `(..., T, S)` (before dropout), each row summing to 1.
+
+    Raises:
+        ValueError: if a known dimension of `mask` cannot broadcast to
+            `(..., T, S)`.
+
+    Example:
+    ```python
+    q = k = v = np.random.rand(2, 4, 5, 8).astype("float32")  # (B, H, T, K)
+    outputs, weights = scaled_dot_product_attention(
+        q, k, v, mask=look_ahead_mask(5))  # outputs (2, 4, 5, 8)
+    ```
+    """
+    depth = q.shape[-1]
+    # Scaling q by 1/sqrt(d_k) before the product equals scaling the logits,
+    # on T*K numbers instead of T*S.
+    q = q * ops.cast(1.0 / math.sqrt(depth), q.dtype)
+    logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., T, S)
+    if keras.backend.standardize_dtype(logits.dtype) in _LOW_PRECISION:
+        logits = ops.cast(logits, "float32")
+    if mask is not None:
+        masks.check_broadcastable(mask.shape, mask.shape, logits.shape, "mask")
+        blocked = 1.0 - ops.cast(mask, logits.dtype)
+        logits += blocked * masks.large_negative(logits.dtype)
+    weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)  # (..., T, S)
+    attended = weights if dropout is None else dropout(weights)
+    return ops.matmul(attended, v), weights  # (..., T, Kv)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention with learned projections W_Q, W_K, W_V and W_O.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O, where
+    head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i) (Vaswani et al., 2017, §3.2.2).
+    `h = num_heads` heads each of depth `d_k = d_model / num_heads`.
+
+    The weights are those of `keras.layers.MultiHeadAttention` with
+    `key_dim = d_model // num_heads`, reshaped: `query_kernel` `(D_q, D)` is
+    Keras' `(D_q, H, K)` kernel flattened over its last two axes, and
+    `output_kernel` `(D, D_out)` is Keras' `(H, K, D_out)`. When the query,
+    key and value are the same tensor (self-attention) the three projections
+    run as one matrix product; when key and value are the same tensor
+    (cross-attention) those two do.
+
+    Masks follow Keras: True = may attend. The Keras mask of `value` (and of
+    `key`, if different) blocks padded keys; `attention_mask` and
+    `use_causal_mask` add further blocks; all are combined with AND. Unlike
+    `keras.layers.MultiHeadAttention`, the query's Keras mask does not block
+    whole rows: padded query positions compute ordinary attention and are
+    marked by the output mask (the query's mask), which the loss and later
+    layers honour. An explicit `value_mask`/`key_mask` wins over the implicit
+    Keras mask.
+
+    Args:
+        d_model: size D of the projected queries, keys and values (all heads
+            together) and of the output unless `output_dim` is given.
+        num_heads: number of heads H; must divide `d_model`.
+        dropout_rate: dropout on the attention weights. Defaults to 0.
+        use_bias: whether the projections have biases. Defaults to True.
+        output_dim: size of the output; defaults to the query's last dim.
+        kernel_initializer: initializer of the four kernels.
+        bias_initializer: initializer of the four biases.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(B, T, D_q)`.
+        value: `(B, S, D_v)`.
+        key: optional `(B, S, D_k)`; defaults to `value`.
+        query_mask, value_mask, key_mask: optional boolean `(B, T)`/`(B, S)`,
+            True at real positions; filled from the inputs' Keras masks.
+        attention_mask: optional boolean `(T, S)`, `(B, T, S)` or a rank-4
+            mask broadcastable to `(B, H, T, S)`; True = may attend.
+        use_causal_mask: whether query t may only attend to keys 0..t.
+        return_attention_scores: whether to also return the weights.
+        training: whether dropout is active.
+
+    Returns:
+        `(B, T, D_out)`, or `((B, T, D_out), (B, H, T, S))` with
+        `return_attention_scores=True`.
+
+    Raises:
+        ValueError: on non-positive sizes, `num_heads` not dividing `d_model`,
+            a dropout rate outside [0, 1), inputs that are not rank 3, or an
+            `attention_mask` that cannot broadcast.
+
+    Example:
+    ```python
+    mha = MultiHeadAttention(d_model=64, num_heads=8)
+    x = np.random.rand(2, 10, 64).astype("float32")
+    y, scores = mha(x, x, use_causal_mask=True, return_attention_scores=True)
+    # y (2, 10, 64), scores (2, 8, 10, 10)
+    ```
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dropout_rate=0.0,
+        use_bias=True,
+        output_dim=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("d_model", d_model)
+        check_positive_int("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(
+                "`num_heads` must divide `d_model`. "
+                f"Received: d_model={d_model}, num_heads={num_heads}"
+            )
+        check_rate("dropout_rate", dropout_rate)
+        if output_dim is not None:
+            check_positive_int("output_dim", output_dim)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dropout_rate = dropout_rate
+        self.use_bias = use_bias
+        self.output_dim = output_dim
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.depth = d_model // num_heads
+        self.attention_dropout = keras.layers.Dropout(
+            dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
+        )
+        self.supports_masking = True
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        for name, shape in (
+            ("query", query_shape),
+            ("value", value_shape),
+            ("key", key_shape),
+        ):
+            if len(shape) != 3 or shape[-1] is None:
+                raise ValueError(
+                    f"`{name}` must have rank 3, (batch, seq, features), with "
+                    f"known features. Received: {name} with shape={tuple(shape)}"
+                )
+        out_dim = self.output_dim or query_shape[-1]
+        self.query_kernel, self.query_bias = self._projection(
+            "query", query_shape[-1], self.d_model
+        )
+        self.key_kernel, self.key_bias = self._projection("key", key_shape[-1], self.d_model)
+        self.value_kernel, self.value_bias = self._projection(
+            "value", value_shape[-1], self.d_model
+        )
+        self.output_kernel, self.output_bias = self._projection("output", self.d_model, out_dim)
+        self.attention_dropout.build(None)
+
+    def _projection(self, name, input_dim, units):
+        kernel = self.add_weight(
+            name=f"{name}_kernel",
+            shape=(input_dim, units),
+            initializer=self.kernel_initializer,
+        )
+        bias = None
+        if self.use_bias:
+            bias = self.add_weight(
+                name=f"{name}_bias", shape=(units,), initializer=self.bias_initializer
+            )
+        return kernel, bias
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        return_attention_scores=False,
+        training=None,
+    ):
+        # 1. Project to queries, keys and values, all heads at once.
+        if key is None and value is query:
+            q, k, v = self._project(query, ("query", "key", "value"))
+        elif key is None or key is value:
+            (q,) = self._project(query, ("query",))
+            k, v = self._project(value, ("key", "value"))
+        else:
+            (q,) = self._project(query, ("query",))
+            (k,) = self._project(key, ("key",))
+            (v,) = self._project(value, ("value",))
+        # q (B, H, T, K); k, v (B, H, S, K)
+
+        # 2. One boolean mask, broadcastable to (B, H, T, S).
+        mask = self._attention_mask(
+            q,
+            k,
+            value_mask,
+            key_mask if key is not None else None,
+            attention_mask,
+            use_causal_mask,
+        )
+
+        # 3. Attention in every head, then concatenate the heads and apply W_O.
+        attended, scores = scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            mask,
+            dropout=lambda w: self.attention_dropout(w, training=training),
+        )  # (B, H, T, K), (B, H, T, S)
+        attended = ops.transpose(attended, (0, 2, 1, 3))  # (B, T, H, K)
+        batch, length = ops.shape(query)[0], ops.shape(query)[1]
+        attended = ops.reshape(attended, (batch, length, self.d_model))  # (B, T, D)
+        outputs = self._dense(attended, self.output_kernel, self.output_bias)
+        if return_attention_scores:
+            return outputs, scores
+        return outputs
+
+    def _project(self, x, names):
+        """Projects `x` with the named kernels in one product; splits heads."""
+        kernels = [getattr(self, f"{name}_kernel") for name in names]
+        biases = [getattr(self, f"{name}_bias") for name in names]
+        if len(names) > 1:
+            kernel = ops.concatenate([ops.cast(w, x.dtype) for w in kernels], -1)
+            bias = (
+                ops.concatenate([ops.cast(b, x.dtype) for b in biases], -1)
+                if self.use_bias
+                else None
+            )
+        else:
+            kernel, bias = kernels[0], biases[0]
+        projected = self._dense(x, kernel, bias)  # (B, L, n * D)
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        projected = ops.reshape(
+            projected, (batch, length, len(names), self.num_heads, self.depth)
+        )  # (B, L, n, H, K)
+        projected = ops.transpose(projected, (2, 0, 3, 1, 4))  # (n, B, H, L, K)
+        return [projected[i] for i in range(len(names))]
+
+    def _dense(self, x, kernel, bias):
+        y = ops.matmul(x, ops.cast(kernel, x.dtype))
+        if bias is not None:
+            y = y + ops.cast(bias, x.dtype)
+        return y
+
+    def _attention_mask(self, q, k, value_mask, key_mask, attention_mask, use_causal_mask):
+        target_shape = (q.shape[0], self.num_heads, q.shape[2], k.shape[2])
+        if attention_mask is not None:
+            attention_mask = masks.as_attention_mask(
+                attention_mask, target_shape, name="attention_mask"
+            )
+        causal = None
+        if use_causal_mask:
+            causal = masks.look_ahead_mask(ops.shape(q)[2])  # (T, T)
+        return masks.merge_masks(
+            None if value_mask is None else masks.key_mask_to_attention_mask(value_mask),
+            None if key_mask is None else masks.key_mask_to_attention_mask(key_mask),
+            attention_mask,
+            causal,
+        )
+
+    def get_config(self):
+        config = {
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dropout_rate": self.dropout_rate,
+            "use_bias": self.use_bias,
+            "output_dim": self.output_dim,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+        return {**super().get_config(), **config}

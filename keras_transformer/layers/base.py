@@ -1,0 +1,203 @@
+"""What the encoder and decoder share: layer arguments and the stack around them."""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.positional_encoding import PositionalEmbedding
+from keras_transformer.validation import check_positive_int, check_rate
+
+
+class TransformerBlock(keras.layers.Layer):
+    """Base of `EncoderLayer` and `DecoderLayer`: arguments and shared sublayers.
+
+    Creates the feed-forward sublayer, its layer norm and the residual dropout;
+    subclasses add their attention sublayers with `_attention` and `_norm`.
+
+    Args:
+        d_model: model width D.
+        num_heads: attention heads H; must divide `d_model`.
+        dff: inner size of the feed-forward network.
+        dropout_rate: dropout on each sublayer's output before the residual
+            add. Defaults to 0.1 (the paper's P_drop).
+        attention_dropout_rate: dropout on the attention weights. Defaults to
+            0 (the paper drops only sublayer outputs and embeddings).
+        norm_first: pre-LN instead of post-LN (the paper). Defaults to False.
+        layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
+        activation: activation of the feed-forward network. Defaults to relu.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+    """
+
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dff,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_rate("dropout_rate", dropout_rate)
+        check_rate("attention_dropout_rate", attention_dropout_rate)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+        self.feed_forward = FeedForward(
+            d_model, dff, activation, dtype=self.dtype_policy, name="feed_forward"
+        )
+        self.feed_forward_norm = self._norm("feed_forward_norm")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        self.supports_masking = True
+
+    def _attention(self, name):
+        return MultiHeadAttention(
+            self.d_model,
+            self.num_heads,
+            dropout_rate=self.attention_dropout_rate,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def _build_feed_forward(self, inputs_shape):
+        self.feed_forward.build(inputs_shape)
+        self.feed_forward_norm.build(inputs_shape)
+        self.dropout.build(None)
+
+    def get_config(self):
+        config = {
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "activation": self.activation,
+        }
+        return {**super().get_config(), **config}
+
+
+class TransformerStack(keras.layers.Layer):
+    """Base of `Encoder` and `Decoder`: positional embedding + N blocks.
+
+    With `norm_first=True` a final layer norm follows the stack, as pre-LN
+    Transformers need.
+
+    Args:
+        num_layers: number of layers N.
+        d_model: model width D.
+        num_heads: attention heads H.
+        dff: inner size of the feed-forward networks.
+        vocab_size: number of token ids of this side.
+        dropout_rate: dropout on embeddings and sublayer outputs. Defaults
+            to 0.1.
+        attention_dropout_rate: dropout on attention weights. Defaults to 0.
+        norm_first: pre-LN instead of post-LN. Defaults to False.
+        layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
+        activation: activation of the feed-forward networks.
+        positional_encoding_layout: `"interleaved"` (paper) or
+            `"concatenated"` (TF tutorial).
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+    """
+
+    block_class = None
+
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        dff,
+        vocab_size,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        positional_encoding_layout="interleaved",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("num_layers", num_layers)
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.vocab_size = vocab_size
+        self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+        self.positional_encoding_layout = positional_encoding_layout
+        self.embedding = PositionalEmbedding(
+            vocab_size,
+            d_model,
+            dropout_rate=dropout_rate,
+            layout=positional_encoding_layout,
+            dtype=self.dtype_policy,
+            name="embedding",
+        )
+        self.blocks = [
+            self.block_class(
+                d_model,
+                num_heads,
+                dff,
+                dropout_rate=dropout_rate,
+                attention_dropout_rate=attention_dropout_rate,
+                norm_first=norm_first,
+                layer_norm_epsilon=layer_norm_epsilon,
+                activation=activation,
+                dtype=self.dtype_policy,
+                name=f"layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.final_norm = None
+        if norm_first:
+            self.final_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="final_norm"
+            )
+
+    def _build_embedding_and_norm(self, token_ids_shape):
+        self.embedding.build(token_ids_shape)
+        hidden_shape = (*token_ids_shape, self.d_model)
+        if self.final_norm is not None:
+            self.final_norm.build(hidden_shape)
+        return hidden_shape
+
+    def _final(self, x):
+        return x if self.final_norm is None else self.final_norm(x)
+
+    def compute_mask(self, token_ids, *args, **kwargs):
+        return self.embedding.compute_mask(token_ids)
+
+    def get_config(self):
+        config = {
+            "num_layers": self.num_layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "vocab_size": self.vocab_size,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "activation": self.activation,
+            "positional_encoding_layout": self.positional_encoding_layout,
+        }
+        return {**super().get_config(), **config}

@@ -1,0 +1,193 @@
+"""The decoder layer and the decoder stack (Vaswani et al., 2017, §3.1)."""
+
+import keras
+
+from keras_transformer.layers.base import TransformerBlock, TransformerStack
+from keras_transformer.layers.residual import residual, sublayer_input
+from keras_transformer.validation import check_token_ids
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(TransformerBlock):
+    """Causal self-attention, cross-attention to the encoder, feed-forward.
+
+    Each of the three is a residual sublayer: post-LN (the paper, default)
+    x = LayerNorm(x + Dropout(Sublayer(x))); pre-LN (`norm_first=True`)
+    x = x + Dropout(Sublayer(LayerNorm(x))). Position t of the target attends
+    only to positions 0..t (look-ahead mask AND target padding mask) and to
+    every real position of the context (context padding mask).
+
+    Args:
+        d_model: model width D.
+        num_heads: attention heads H; must divide `d_model`.
+        dff: inner size of the feed-forward network.
+        dropout_rate: dropout on each sublayer's output before the residual
+            add. Defaults to 0.1 (the paper's P_drop).
+        attention_dropout_rate: dropout on the attention weights. Defaults
+            to 0.
+        norm_first: pre-LN instead of post-LN. Defaults to False.
+        layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
+        activation: activation of the feed-forward network. Defaults to relu.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: target sequence `(B, T, D)`.
+        context: encoder output `(B, S, D)`.
+        inputs_mask: optional boolean `(B, T)`, True at real target tokens;
+            taken from the inputs' Keras mask when not given.
+        context_mask: optional boolean `(B, S)`, True at real source tokens;
+            taken from the context's Keras mask when not given.
+        training: whether dropout is active.
+        return_attention_scores: whether to also return the attention weights.
+
+    Returns:
+        `(B, T, D)` carrying the inputs' Keras mask; with
+        `return_attention_scores=True`, also a dict with `"self_attention"`
+        `(B, H, T, T)` and `"cross_attention"` `(B, H, T, S)`.
+
+    Raises:
+        ValueError: on non-positive sizes, `num_heads` not dividing
+            `d_model`, or rates outside [0, 1).
+
+    Example:
+    ```python
+    layer = DecoderLayer(d_model=64, num_heads=4, dff=128)
+    target = np.random.rand(2, 7, 64).astype("float32")
+    memory = np.random.rand(2, 9, 64).astype("float32")
+    layer(target, memory).shape  # (2, 7, 64)
+    ```
+    """
+
+    def __init__(self, d_model, num_heads, dff, **kwargs):
+        super().__init__(d_model, num_heads, dff, **kwargs)
+        self.self_attention = self._attention("self_attention")
+        self.self_attention_norm = self._norm("self_attention_norm")
+        self.cross_attention = self._attention("cross_attention")
+        self.cross_attention_norm = self._norm("cross_attention_norm")
+
+    def build(self, inputs_shape, context_shape):
+        self.self_attention.build(inputs_shape, inputs_shape)
+        self.self_attention_norm.build(inputs_shape)
+        self.cross_attention.build(inputs_shape, context_shape)
+        self.cross_attention_norm.build(inputs_shape)
+        self._build_feed_forward(inputs_shape)
+
+    def call(
+        self,
+        inputs,
+        context,
+        inputs_mask=None,
+        context_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        # 1. Causal self-attention over the target.
+        y = sublayer_input(inputs, self.self_attention_norm, self.norm_first)
+        y, self_scores = self.self_attention(
+            y,
+            y,
+            value_mask=inputs_mask,
+            use_causal_mask=True,
+            return_attention_scores=True,
+            training=training,
+        )  # (B, T, D), (B, H, T, T)
+        x = residual(inputs, y, self.dropout, self.self_attention_norm, self.norm_first, training)
+        # 2. Cross-attention: target queries, encoder keys and values.
+        y = sublayer_input(x, self.cross_attention_norm, self.norm_first)
+        y, cross_scores = self.cross_attention(
+            y,
+            context,
+            value_mask=context_mask,
+            return_attention_scores=True,
+            training=training,
+        )  # (B, T, D), (B, H, T, S)
+        x = residual(x, y, self.dropout, self.cross_attention_norm, self.norm_first, training)
+        # 3. Feed-forward.
+        y = sublayer_input(x, self.feed_forward_norm, self.norm_first)
+        y = self.feed_forward(y)  # (B, T, D)
+        x = residual(x, y, self.dropout, self.feed_forward_norm, self.norm_first, training)
+        if return_attention_scores:
+            return x, {"self_attention": self_scores, "cross_attention": cross_scores}
+        return x
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Decoder(TransformerStack):
+    """Positional embedding followed by N decoder layers.
+
+    With `norm_first=True` a final layer norm follows the stack, as pre-LN
+    Transformers need.
+
+    Args:
+        num_layers: number of decoder layers N.
+        d_model: model width D.
+        num_heads: attention heads H.
+        dff: inner size of the feed-forward networks.
+        vocab_size: number of target token ids.
+        dropout_rate: dropout on embeddings and sublayer outputs. Defaults
+            to 0.1.
+        attention_dropout_rate: dropout on attention weights. Defaults to 0.
+        norm_first: pre-LN instead of post-LN. Defaults to False.
+        layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
+        activation: activation of the feed-forward networks.
+        positional_encoding_layout: `"interleaved"` (paper) or
+            `"concatenated"` (TF tutorial).
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        token_ids: integer `(B, T)`, 0 = padding.
+        context: encoder output `(B, S, D)`.
+        context_mask: optional boolean `(B, S)`, True at real source tokens;
+            taken from the context's Keras mask when not given.
+        training: whether dropout is active.
+        return_attention_scores: whether to also return, per layer, the
+            dict of attention weights that `DecoderLayer` returns.
+
+    Returns:
+        `(B, T, D)` carrying the Keras mask `token_ids != 0`; with
+        `return_attention_scores=True`, also a list of N dicts.
+
+    Raises:
+        ValueError: on bad sizes or rates, or token ids that are not an
+            integer `(B, T)` tensor.
+
+    Example:
+    ```python
+    decoder = Decoder(num_layers=2, d_model=64, num_heads=4, dff=128,
+                      vocab_size=1000)
+    memory = np.random.rand(1, 4, 64).astype("float32")
+    decoder(np.array([[1, 7, 5]]), memory).shape  # (1, 3, 64)
+    ```
+    """
+
+    block_class = DecoderLayer
+
+    def build(self, token_ids_shape, context_shape):
+        hidden_shape = self._build_embedding_and_norm(token_ids_shape)
+        for block in self.blocks:
+            block.build(hidden_shape, context_shape)
+
+    def call(
+        self,
+        token_ids,
+        context,
+        context_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        check_token_ids("token_ids", token_ids)
+        mask = self.embedding.compute_mask(token_ids)  # (B, T)
+        x = self.embedding(token_ids, training=training)  # (B, T, D)
+        scores = []
+        for block in self.blocks:
+            x, block_scores = block(
+                x,
+                context,
+                inputs_mask=mask,
+                context_mask=context_mask,
+                training=training,
+                return_attention_scores=True,
+            )  # (B, T, D)
+            scores.append(block_scores)
+        x = self._final(x)
+        return (x, scores) if return_attention_scores else x

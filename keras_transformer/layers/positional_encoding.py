@@ -1,0 +1,233 @@
+"""Sinusoidal positional encoding and token + position embedding (§3.4, §3.5)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masks import PAD_ID
+from keras_transformer.validation import (
+    check_choice,
+    check_positive_int,
+    check_rate,
+    check_token_ids,
+    check_token_ids_shape,
+)
+
+LAYOUTS = ("interleaved", "concatenated")
+
+
+def positional_encoding(length, depth, layout="interleaved", start=0, max_wavelength=10000):
+    """The sinusoidal position table of the paper, computed in float32.
+
+    PE(pos, 2i)   = sin(pos / max_wavelength^(2i / depth))
+    PE(pos, 2i+1) = cos(pos / max_wavelength^(2i / depth))
+
+    Args:
+        length: number of positions L.
+        depth: encoding size D (even).
+        layout: `"interleaved"` puts sin and cos of one frequency side by side
+            (the paper, the default); `"concatenated"` puts all sines first,
+            then all cosines (the TensorFlow tutorial's `[sin | cos]`).
+        start: position of the first row (for step-by-step decoding).
+        max_wavelength: the 10000 of the formula.
+
+    Returns:
+        float32 tensor `(L, D)`.
+
+    Example:
+    ```python
+    table = positional_encoding(50, 128)  # (50, 128); table[0, 0::2] == 0
+    ```
+    """
+    half = depth // 2
+    positions = ops.cast(ops.arange(length) + start, "float32")  # (L,)
+    exponents = ops.cast(ops.arange(half), "float32") * (2.0 / depth)  # 2i / D
+    inverse_freq = ops.exp(-math.log(max_wavelength) * exponents)  # (D/2,)
+    angles = positions[:, None] * inverse_freq[None, :]  # (L, D/2)
+    if layout == "interleaved":
+        table = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)  # (L, D/2, 2)
+        return ops.reshape(table, (-1, 2 * half))  # (L, D)
+    return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)  # (L, D)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEncoding(keras.layers.Layer):
+    """Adds the sinusoidal positional encoding to a sequence of vectors.
+
+    See `positional_encoding` for the formula and the two layouts. The table is
+    computed for the actual sequence length on every call, so there is no
+    maximum length; it is computed in float32 and cast to the layer's compute
+    dtype.
+
+    Args:
+        layout: `"interleaved"` (paper, default) or `"concatenated"` (TF
+            tutorial).
+        max_wavelength: the 10000 of the formula.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(B, L, D)` with D even.
+        start_index: position of the first element (for step-by-step
+            decoding). Defaults to 0.
+
+    Returns:
+        `(B, L, D)`: inputs + PE; the input's Keras mask passes through.
+
+    Raises:
+        ValueError: on an unknown layout, a non-positive `max_wavelength`, or
+            inputs whose last dimension is not even.
+
+    Example:
+    ```python
+    x = np.zeros((2, 10, 64), "float32")
+    PositionalEncoding()(x)  # (2, 10, 64), equal to positional_encoding(10, 64)
+    ```
+    """
+
+    def __init__(self, layout="interleaved", max_wavelength=10000, **kwargs):
+        super().__init__(**kwargs)
+        check_choice("layout", layout, LAYOUTS)
+        check_positive_int("max_wavelength", max_wavelength)
+        self.layout = layout
+        self.max_wavelength = max_wavelength
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        depth = inputs_shape[-1]
+        if depth is None or depth % 2:
+            raise ValueError(
+                "The last dimension of the inputs of `PositionalEncoding` must "
+                f"be known and even. Received: inputs with shape={inputs_shape}"
+            )
+
+    def call(self, inputs, start_index=0):
+        table = positional_encoding(
+            ops.shape(inputs)[1],
+            inputs.shape[-1],
+            layout=self.layout,
+            start=start_index,
+            max_wavelength=self.max_wavelength,
+        )  # (L, D)
+        return inputs + ops.cast(table, inputs.dtype)[None]  # (B, L, D)
+
+    def compute_output_shape(self, inputs_shape):
+        return inputs_shape
+
+    def get_config(self):
+        config = {"layout": self.layout, "max_wavelength": self.max_wavelength}
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PositionalEmbedding(keras.layers.Layer):
+    """Token embedding scaled by sqrt(d_model), plus positional encoding, then dropout.
+
+    x = Dropout(Embedding(ids) * sqrt(d_model) + PE)  (§3.4, §3.5, §5.4)
+
+    Token id 0 is padding: the layer's output carries the Keras mask
+    `token_ids != 0` (True = real token), which attention layers downstream
+    pick up without the user passing it.
+
+    Args:
+        vocab_size: number of token ids V.
+        d_model: embedding size D (even).
+        dropout_rate: dropout on the sum. Defaults to 0.
+        layout: positional-encoding layout, `"interleaved"` (paper, default)
+            or `"concatenated"` (TF tutorial).
+        max_wavelength: the 10000 of the positional-encoding formula.
+        embeddings_initializer: defaults to a normal with stddev
+            d_model^-0.5, so the scaled embeddings have unit variance like the
+            positional encoding.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        token_ids: integer tensor `(B, L)`.
+        start_index: position of the first token (for step-by-step decoding).
+        training: whether dropout is active.
+
+    Returns:
+        `(B, L, D)` with Keras mask `(B, L)`.
+
+    Raises:
+        ValueError: on non-positive sizes, an odd `d_model`, a bad rate or
+            layout, or token ids that are not an integer `(B, L)` tensor.
+
+    Example:
+    ```python
+    embed = PositionalEmbedding(vocab_size=1000, d_model=64)
+    x = embed(np.array([[5, 8, 2, 0, 0]]))  # (1, 5, 64), x._keras_mask (1, 5)
+    ```
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        dropout_rate=0.0,
+        layout="interleaved",
+        max_wavelength=10000,
+        embeddings_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("vocab_size", vocab_size)
+        check_positive_int("d_model", d_model)
+        if d_model % 2:
+            raise ValueError(
+                f"`d_model` must be even for the sinusoidal positional encoding. "
+                f"Received: d_model={d_model}"
+            )
+        check_rate("dropout_rate", dropout_rate)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.dropout_rate = dropout_rate
+        self.layout = layout
+        self.max_wavelength = max_wavelength
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer or keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        )
+        self.token_embedding = keras.layers.Embedding(
+            vocab_size,
+            d_model,
+            embeddings_initializer=self.embeddings_initializer,
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.position_encoding = PositionalEncoding(
+            layout=layout,
+            max_wavelength=max_wavelength,
+            dtype=self.dtype_policy,
+            name="position_encoding",
+        )
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+
+    def build(self, token_ids_shape):
+        check_token_ids_shape("token_ids", token_ids_shape)
+        self.token_embedding.build(token_ids_shape)
+        self.position_encoding.build((*token_ids_shape, self.d_model))
+        self.dropout.build(None)
+
+    def call(self, token_ids, start_index=0, training=None):
+        check_token_ids("token_ids", token_ids)
+        x = self.token_embedding(token_ids)  # (B, L, D)
+        x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
+        x = self.position_encoding(x, start_index=start_index)
+        return self.dropout(x, training=training)
+
+    def compute_mask(self, token_ids, mask=None):
+        return ops.not_equal(token_ids, PAD_ID)  # (B, L)
+
+    def compute_output_shape(self, token_ids_shape):
+        return (*token_ids_shape, self.d_model)
+
+    def get_config(self):
+        config = {
+            "vocab_size": self.vocab_size,
+            "d_model": self.d_model,
+            "dropout_rate": self.dropout_rate,
+            "layout": self.layout,
+            "max_wavelength": self.max_wavelength,
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        }
+        return {**super().get_config(), **config}

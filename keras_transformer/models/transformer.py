@@ -1,0 +1,149 @@
+"""The encoder-decoder Transformer model (Vaswani et al., 2017, §3)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.decoder import Decoder
+from keras_transformer.layers.encoder import Encoder
+from keras_transformer.validation import check_token_ids_shape
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer that maps token ids to next-token logits.
+
+    source ids -> Encoder -> memory; target ids + memory -> Decoder ->
+    Dense(target_vocab_size) -> logits. Token id 0 is padding on both sides:
+    padded source tokens are never attended to, and target position t sees
+    only target positions 0..t. Trained with teacher forcing on
+    `((source_ids, target_in_ids), target_out_ids)` where
+    `target_in = [BOS] + y` and `target_out = y + [EOS]`.
+
+    Args:
+        num_layers: encoder and decoder layers N (each).
+        d_model: model width D.
+        num_heads: attention heads H; must divide `d_model`.
+        dff: inner size of the feed-forward networks.
+        input_vocab_size: number of source token ids.
+        target_vocab_size: number of target token ids V.
+        dropout_rate: dropout on embeddings and sublayer outputs. Defaults to
+            0.1 (the paper's P_drop).
+        attention_dropout_rate: dropout on attention weights. Defaults to 0,
+            as in the paper.
+        norm_first: pre-LN instead of post-LN (the paper). Defaults to False.
+        layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
+        activation: activation of the feed-forward networks. Defaults to relu.
+        positional_encoding_layout: `"interleaved"` (paper, default) or
+            `"concatenated"` (TF tutorial).
+        **kwargs: base model arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: a pair `(source_ids, target_ids)` of integer tensors
+            `(B, S)` and `(B, T)`.
+        training: whether dropout is active.
+
+    Returns:
+        float32 logits `(B, T, V)` (no softmax: losses take `from_logits`).
+
+    Raises:
+        ValueError: on bad sizes or rates, inputs that are not a pair, or
+            token ids that are not integer rank-2 tensors.
+
+    Example:
+    ```python
+    model = Transformer(num_layers=2, d_model=64, num_heads=4, dff=128,
+                        input_vocab_size=1000, target_vocab_size=1200)
+    logits = model((np.array([[5, 6, 7, 0]]), np.array([[1, 9, 0]])))
+    # logits (1, 3, 1200)
+    ```
+    """
+
+    def __init__(
+        self,
+        num_layers,
+        d_model,
+        num_heads,
+        dff,
+        input_vocab_size,
+        target_vocab_size,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        positional_encoding_layout="interleaved",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_layers = num_layers
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.dff = dff
+        self.input_vocab_size = input_vocab_size
+        self.target_vocab_size = target_vocab_size
+        self.dropout_rate = dropout_rate
+        self.attention_dropout_rate = attention_dropout_rate
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = activation
+        self.positional_encoding_layout = positional_encoding_layout
+        shared = dict(
+            num_layers=num_layers,
+            d_model=d_model,
+            num_heads=num_heads,
+            dff=dff,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
+            positional_encoding_layout=positional_encoding_layout,
+            dtype=self.dtype_policy,
+        )
+        self.encoder = Encoder(vocab_size=input_vocab_size, name="encoder", **shared)
+        self.decoder = Decoder(vocab_size=target_vocab_size, name="decoder", **shared)
+        self.final_layer = keras.layers.Dense(
+            target_vocab_size, dtype=self.dtype_policy, name="logits"
+        )
+
+    def build(self, inputs_shape):
+        source_shape, target_shape = self._split(inputs_shape, "inputs")
+        check_token_ids_shape("source_ids", source_shape)
+        check_token_ids_shape("target_ids", target_shape)
+        self.encoder.build(source_shape)
+        context_shape = (*source_shape, self.d_model)
+        self.decoder.build(target_shape, context_shape)
+        self.final_layer.build((*target_shape, self.d_model))
+
+    def call(self, inputs, training=None):
+        source_ids, target_ids = self._split(inputs, "inputs")
+        context = self.encoder(source_ids, training=training)  # (B, S, D)
+        x = self.decoder(target_ids, context, training=training)  # (B, T, D)
+        logits = self.final_layer(x)  # (B, T, V)
+        return ops.cast(logits, "float32")
+
+    @staticmethod
+    def _split(inputs, name):
+        if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+            raise ValueError(
+                f"`{name}` must be a pair (source_ids, target_ids). "
+                f"Received: {name} of type {type(inputs).__name__}"
+            )
+        return tuple(inputs)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_layers": self.num_layers,
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dff": self.dff,
+            "input_vocab_size": self.input_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+            "dropout_rate": self.dropout_rate,
+            "attention_dropout_rate": self.attention_dropout_rate,
+            "norm_first": self.norm_first,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "activation": self.activation,
+            "positional_encoding_layout": self.positional_encoding_layout,
+        }

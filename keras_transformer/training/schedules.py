@@ -1,0 +1,47 @@
+"""The warm-up learning-rate schedule of the paper (Vaswani et al., 2017, §5.3)."""
+
+import keras
+from keras import ops
+
+from keras_transformer.validation import check_positive_int
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5).
+
+    The rate grows linearly for `warmup_steps` steps, then decays with the
+    inverse square root of the step. `step` is the optimizer's iteration
+    count, which Keras starts at 0; the formula gives 0 there (the first
+    update is a no-op, as in the TensorFlow tutorial), and the schedule is
+    finite for every step >= 0.
+
+    Args:
+        d_model: model width D.
+        warmup_steps: steps of linear warm-up. Defaults to 4000.
+
+    Raises:
+        ValueError: if `d_model` or `warmup_steps` is not a positive integer.
+
+    Example:
+    ```python
+    optimizer = keras.optimizers.Adam(
+        TransformerSchedule(d_model=512), beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    ```
+    """
+
+    def __init__(self, d_model, warmup_steps=4000):
+        check_positive_int("d_model", d_model)
+        check_positive_int("warmup_steps", warmup_steps)
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        # rsqrt(0) is inf; at step 0 the min() picks the warm-up term, 0.
+        decay = ops.rsqrt(ops.maximum(step, 1.0))
+        warmup = step * self.warmup_steps**-1.5
+        return self.d_model**-0.5 * ops.minimum(decay, warmup)
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps}

@@ -1,0 +1,108 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_transformer as kt
+
+
+def paper_rate(step, d_model, warmup):
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+@pytest.mark.parametrize("step", [1, 10, 3999, 4000, 4001, 100000])
+def test_schedule_matches_the_paper_formula(step):
+    schedule = kt.TransformerSchedule(512, warmup_steps=4000)
+    np.testing.assert_allclose(float(schedule(step)), paper_rate(step, 512, 4000), rtol=1e-6)
+
+
+def test_schedule_is_finite_and_zero_at_step_zero():
+    assert float(kt.TransformerSchedule(128)(0)) == 0.0
+
+
+def test_schedule_rejects_bad_arguments():
+    with pytest.raises(
+        ValueError, match=r"`warmup_steps` must be a positive integer.*warmup_steps=0"
+    ):
+        kt.TransformerSchedule(128, warmup_steps=0)
+
+
+def test_schedule_serializes_inside_an_optimizer():
+    optimizer = keras.optimizers.Adam(kt.TransformerSchedule(64, warmup_steps=7))
+    restored = keras.optimizers.Adam.from_config(optimizer.get_config())
+    serialized = restored.get_config()["learning_rate"]
+    assert serialized["registered_name"] == "keras_transformer>TransformerSchedule"
+    assert serialized["config"] == {"d_model": 64, "warmup_steps": 7}
+
+
+def reference_loss(y_true, logits, smoothing):
+    """Keras' CategoricalCrossentropy with label smoothing, averaged over real tokens."""
+    keras_loss = keras.losses.CategoricalCrossentropy(
+        from_logits=True, label_smoothing=smoothing, reduction=None
+    )
+    per_token = ops.convert_to_numpy(keras_loss(np.eye(logits.shape[-1])[y_true], logits))
+    real = y_true != 0
+    return per_token[real].mean()
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_loss_equals_keras_label_smoothed_crossentropy_over_real_tokens(smoothing):
+    rng = np.random.default_rng(0)
+    y_true = np.array([[4, 2, 7, 0, 0], [3, 0, 0, 0, 0]])
+    logits = rng.normal(size=(2, 5, 9)).astype("float32") * 3
+    loss = kt.MaskedSparseCategoricalCrossentropy(label_smoothing=smoothing)
+    np.testing.assert_allclose(
+        float(loss(y_true, logits)), reference_loss(y_true, logits, smoothing), rtol=1e-5
+    )
+
+
+def test_loss_gradient_equals_the_gradient_of_the_reference():
+    import tensorflow as tf
+
+    rng = np.random.default_rng(1)
+    y_true = np.array([[4, 2, 7, 0], [3, 1, 0, 0]])
+    logits = tf.constant(rng.normal(size=(2, 4, 9)).astype("float32"))
+    keras_loss = keras.losses.CategoricalCrossentropy(
+        from_logits=True, label_smoothing=0.1, reduction=None
+    )
+    weights = (y_true != 0).astype("float32")
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        ours = kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)(y_true, logits)
+        theirs = tf.reduce_sum(keras_loss(np.eye(9)[y_true], logits) * weights) / weights.sum()
+    np.testing.assert_allclose(
+        tape.gradient(ours, logits), tape.gradient(theirs, logits), atol=1e-6
+    )
+
+
+def test_loss_ignores_padding_and_honours_sample_weight():
+    rng = np.random.default_rng(2)
+    y_true = np.array([[4, 2, 0], [3, 5, 6]])
+    logits = rng.normal(size=(2, 3, 9)).astype("float32")
+    loss = kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0)
+    per_token = ops.convert_to_numpy(
+        kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0, reduction=None)(y_true, logits)
+    )
+    assert per_token[0, 2] == 0.0
+    garbage = logits.copy()
+    garbage[0, 2] = 1e4  # logits at a padded position change nothing
+    np.testing.assert_allclose(float(loss(y_true, garbage)), float(loss(y_true, logits)), rtol=1e-6)
+    weights = np.array([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+    np.testing.assert_allclose(
+        float(loss(y_true, logits, sample_weight=weights)), per_token[0, :2].mean(), rtol=1e-5
+    )
+
+
+def test_loss_rejects_bad_label_smoothing():
+    with pytest.raises(ValueError, match=r"`label_smoothing`.*label_smoothing=1.0"):
+        kt.MaskedSparseCategoricalCrossentropy(label_smoothing=1.0)
+
+
+def test_masked_accuracy_counts_only_real_tokens():
+    metric = kt.MaskedAccuracy()
+    y_true = np.array([[2, 1, 3, 0], [1, 0, 0, 0]])
+    predicted = np.array([[2, 0, 3, 1], [0, 1, 1, 1]])  # 2 of 3 right, then 0 of 1
+    metric.update_state(y_true, np.eye(4)[predicted])
+    np.testing.assert_allclose(float(metric.result()), 2 / 4)
+    metric.update_state(y_true[:1], np.eye(4)[y_true[:1]])  # 3 of 3 right
+    np.testing.assert_allclose(float(metric.result()), 5 / 7)

@@ -1,0 +1,197 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+import keras_transformer as kt
+
+SMALL = dict(
+    num_layers=2, d_model=32, num_heads=4, dff=64, input_vocab_size=30, target_vocab_size=40
+)
+
+
+def small_model(**overrides):
+    return kt.Transformer(**{**SMALL, **overrides})
+
+
+def ids(rows, width):
+    """Right-padded id rows."""
+    return np.array([row + [0] * (width - len(row)) for row in rows], "int32")
+
+
+SOURCE = ids([[5, 6, 7, 8], [9, 10]], 4)
+TARGET = ids([[1, 4, 5], [1, 2]], 3)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_appending_padding_does_not_change_real_logits(norm_first):
+    model = small_model(norm_first=norm_first)
+    logits = ops.convert_to_numpy(model((SOURCE, TARGET)))
+    longer = model((np.pad(SOURCE, ((0, 0), (0, 5))), np.pad(TARGET, ((0, 0), (0, 4)))))
+    real = TARGET != 0
+    np.testing.assert_allclose(ops.convert_to_numpy(longer)[:, :3][real], logits[real], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_changing_target_token_t_leaves_logits_before_t(norm_first):
+    model = small_model(norm_first=norm_first)
+    target = ids([[1, 4, 5, 6, 7]], 5)
+    changed = target.copy()
+    changed[0, 2] = 33
+    a = ops.convert_to_numpy(model((SOURCE[:1], target)))
+    b = ops.convert_to_numpy(model((SOURCE[:1], changed)))
+    np.testing.assert_allclose(a[:, :2], b[:, :2], atol=1e-6)
+    assert not np.allclose(a[:, 2:], b[:, 2:])
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_with_fully_padded_rows_stays_finite(policy):
+    keras.config.set_dtype_policy(policy)
+    model = small_model()
+    source = ids([[5, 6, 7, 8], [9, 10], []], 4)  # last row: all padding
+    target = ids([[1, 4, 5], [], [1, 2]], 3)  # middle row: all padding
+    logits = model((source, target), training=True)
+    assert logits.dtype == "float32"
+    assert np.all(np.isfinite(ops.convert_to_numpy(logits)))
+    loss = kt.MaskedSparseCategoricalCrossentropy()(target, logits)
+    assert np.isfinite(float(loss))
+
+
+def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(tmp_path):
+    model = small_model(
+        norm_first=True, positional_encoding_layout="concatenated", attention_dropout_rate=0.2
+    )
+    compile_like_the_paper(model, warmup_steps=50)
+    model.fit(dataset(copy_pairs(32)), epochs=1, verbose=0)
+    path = tmp_path / "model.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, kt.Transformer)
+    assert loaded.get_config() == model.get_config()
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(loaded((SOURCE, TARGET))),
+        ops.convert_to_numpy(model((SOURCE, TARGET))),
+    )
+    assert isinstance(loaded.loss, kt.MaskedSparseCategoricalCrossentropy)
+
+
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        ((SOURCE.astype("float32"), TARGET), r"`token_ids` must be integer.*dtype=float32"),
+        ((SOURCE, TARGET[:, :, None]), r"`target_ids` must have rank 2.*shape=\(2, 3, 1\)"),
+        (SOURCE, r"`source_ids` must have rank 2.*shape=2"),
+        ((SOURCE, TARGET, TARGET), r"`inputs` must be a pair \(source_ids, target_ids\)"),
+    ],
+)
+def test_bad_inputs_fail_with_a_clear_error(inputs, message):
+    with pytest.raises(ValueError, match=message):
+        small_model()(inputs)
+
+
+def test_bad_sizes_fail_early():
+    with pytest.raises(
+        ValueError, match=r"`num_heads` must divide `d_model`. Received: d_model=30, num_heads=4"
+    ):
+        small_model(d_model=30)
+    with pytest.raises(ValueError, match=r"`num_layers` must be a positive integer.*num_layers=0"):
+        small_model(num_layers=0)
+    with pytest.raises(
+        ValueError, match=r"`dropout_rate` must be a number in \[0, 1\).*dropout_rate=-0.1"
+    ):
+        small_model(dropout_rate=-0.1)
+
+
+# Training on a synthetic task: copy (or reverse) a sequence of random tokens.
+
+BOS, EOS = 1, 2
+
+
+def copy_pairs(count, reverse=True, seed=0):
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(count):
+        tokens = list(rng.integers(3, 20, size=rng.integers(3, 9)))
+        pairs.append((tokens, tokens[::-1] if reverse else tokens))
+    return pairs
+
+
+def dataset(pairs, batch_size=32):
+    source = ids([s for s, _ in pairs], 8)
+    target_in = ids([[BOS] + t for _, t in pairs], 9)
+    target_out = ids([t + [EOS] for _, t in pairs], 9)
+    return tf.data.Dataset.from_tensor_slices(((source, target_in), target_out)).batch(batch_size)
+
+
+def compile_like_the_paper(model, warmup_steps):
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            kt.TransformerSchedule(model.d_model, warmup_steps=warmup_steps),
+            beta_1=0.9,
+            beta_2=0.98,
+            epsilon=1e-9,
+        ),
+        loss=kt.MaskedSparseCategoricalCrossentropy(),
+        metrics=[kt.MaskedAccuracy()],
+    )
+
+
+def test_fit_learns_to_copy_sequences():
+    model = kt.Transformer(
+        num_layers=2,
+        d_model=64,
+        num_heads=4,
+        dff=128,
+        input_vocab_size=20,
+        target_vocab_size=20,
+        dropout_rate=0.0,
+    )
+    compile_like_the_paper(model, warmup_steps=100)
+    train = dataset(copy_pairs(1024, reverse=False)).cache()
+    model.fit(train, epochs=8, verbose=0)
+    _, accuracy = model.evaluate(dataset(copy_pairs(256, reverse=False, seed=1)), verbose=0)
+    assert accuracy > 0.9  # chance is 1/17 per token
+
+
+MIRRORED = textwrap.dedent(
+    """
+    import numpy as np, tensorflow as tf, keras
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras_transformer as kt
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert strategy.num_replicas_in_sync == 2
+    with strategy.scope():
+        model = kt.Transformer(1, 32, 4, 64, input_vocab_size=20, target_vocab_size=20)
+        model.compile(
+            optimizer=keras.optimizers.Adam(kt.TransformerSchedule(32, warmup_steps=20),
+                                            beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+            loss=kt.MaskedSparseCategoricalCrossentropy(),
+            metrics=[kt.MaskedAccuracy()],
+        )
+    rng = np.random.default_rng(0)
+    source = rng.integers(3, 20, size=(256, 6)).astype("int32")
+    target_in = np.concatenate([np.ones((256, 1), "int32"), source], axis=1)
+    target_out = np.concatenate([source, np.full((256, 1), 2, "int32")], axis=1)
+    data = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out)).batch(32)
+    history = model.fit(data, epochs=3, verbose=0)
+    losses = history.history["loss"]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+    print("ok", losses)
+    """
+)
+
+
+def test_fit_under_mirrored_strategy_on_two_logical_cpus():
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, "-c", MIRRORED], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ok" in result.stdout
