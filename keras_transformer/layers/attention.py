@@ -71,10 +71,7 @@ class MultiHeadAttention(keras.layers.Layer):
     The weights are those of `keras.layers.MultiHeadAttention` with
     `key_dim = d_model // num_heads`, reshaped: `query_kernel` `(D_q, D)` is
     Keras' `(D_q, H, K)` kernel flattened over its last two axes, and
-    `output_kernel` `(D, D_out)` is Keras' `(H, K, D_out)`. When the query,
-    key and value are the same tensor (self-attention) the three projections
-    run as one matrix product; when key and value are the same tensor
-    (cross-attention) those two do.
+    `output_kernel` `(D, D_out)` is Keras' `(H, K, D_out)`.
 
     Masks follow Keras: True = may attend. The Keras mask of `value` (and of
     `key`, if different) blocks padded keys; `attention_mask` and
@@ -210,16 +207,10 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
     ):
-        # 1. Project to queries, keys and values, all heads at once.
-        if key is None and value is query:
-            q, k, v = self._project(query, ("query", "key", "value"))
-        elif key is None or key is value:
-            (q,) = self._project(query, ("query",))
-            k, v = self._project(value, ("key", "value"))
-        else:
-            (q,) = self._project(query, ("query",))
-            (k,) = self._project(key, ("key",))
-            (v,) = self._project(value, ("value",))
+        # 1. Project to queries, keys and values and split the heads.
+        q = self._project(query, self.query_kernel, self.query_bias)
+        k = self._project(value if key is None else key, self.key_kernel, self.key_bias)
+        v = self._project(value, self.value_kernel, self.value_bias)
         # q (B, H, T, K); k, v (B, H, S, K)
 
         # 2. One boolean mask, broadcastable to (B, H, T, S).
@@ -248,26 +239,14 @@ class MultiHeadAttention(keras.layers.Layer):
             return outputs, scores
         return outputs
 
-    def _project(self, x, names):
-        """Projects `x` with the named kernels in one product; splits heads."""
-        kernels = [getattr(self, f"{name}_kernel") for name in names]
-        biases = [getattr(self, f"{name}_bias") for name in names]
-        if len(names) > 1:
-            kernel = ops.concatenate([ops.cast(w, x.dtype) for w in kernels], -1)
-            bias = (
-                ops.concatenate([ops.cast(b, x.dtype) for b in biases], -1)
-                if self.use_bias
-                else None
-            )
-        else:
-            kernel, bias = kernels[0], biases[0]
-        projected = self._dense(x, kernel, bias)  # (B, L, n * D)
+    def _project(self, x, kernel, bias):
+        """x W (+ b), split into heads: (B, L, D_in) -> (B, H, L, K)."""
+        projected = self._dense(x, kernel, bias)  # (B, L, D)
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         projected = ops.reshape(
-            projected, (batch, length, len(names), self.num_heads, self.depth)
-        )  # (B, L, n, H, K)
-        projected = ops.transpose(projected, (2, 0, 3, 1, 4))  # (n, B, H, L, K)
-        return [projected[i] for i in range(len(names))]
+            projected, (batch, length, self.num_heads, self.depth)
+        )  # (B, L, H, K)
+        return ops.transpose(projected, (0, 2, 1, 3))  # (B, H, L, K)
 
     def _dense(self, x, kernel, bias):
         y = ops.matmul(x, ops.cast(kernel, x.dtype))
