@@ -15,3 +15,15 @@ def fresh_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir():
+    """The Multi30k directory: $MULTI30K_DIR, or ../shared/data/multi30k beside the repo."""
+    path = os.environ.get("MULTI30K_DIR", os.path.join(REPO, "..", "shared", "data", "multi30k"))
+    if not os.path.isfile(os.path.join(path, "train.en.gz")):
+        pytest.skip(f"Multi30k not found in {path}; set MULTI30K_DIR")
+    return path

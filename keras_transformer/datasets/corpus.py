@@ -1,0 +1,37 @@
+"""`ParallelCorpus`: aligned source and target sentences held in memory."""
+
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class ParallelCorpus:
+    """Sentence i of `sources` translates to sentence i of `targets`.
+
+    Attributes:
+        sources: list of `str`.
+        targets: list of `str`, as long as `sources`.
+    """
+
+    sources: list
+    targets: list
+
+    def __post_init__(self):
+        if len(self.sources) != len(self.targets):
+            raise ValueError(
+                "A parallel corpus needs as many targets as sources. "
+                f"Received: {len(self.sources)} sources and {len(self.targets)} targets"
+            )
+
+    def __len__(self):
+        return len(self.sources)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParallelCorpus(self.sources[index], self.targets[index])
+        return self.sources[index], self.targets[index]
+
+    def to_dataset(self):
+        """A `tf.data.Dataset` of `(source, target)` string pairs."""
+        return tf.data.Dataset.from_tensor_slices((self.sources, self.targets))

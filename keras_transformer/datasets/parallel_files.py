@@ -1,0 +1,85 @@
+"""Line-aligned parallel text files, plain or gzip, such as Multi30k's `{split}.{lang}.gz`."""
+
+import gzip
+import os
+
+from keras_transformer.datasets.corpus import ParallelCorpus
+
+
+def read_lines(path):
+    """Lines of a UTF-8 text file (plain or `.gz`), without their line ends.
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        ValueError: if a line is not UTF-8; the message names the file and line.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Text file not found: {path!r}")
+    opener = gzip.open if path.endswith(".gz") else open
+    lines = []
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path!r} is not UTF-8: line {number} has an invalid byte at "
+                    f"position {error.start}: {raw[:80]!r}"
+                ) from None
+            lines.append(line.rstrip("\r\n"))
+    return lines
+
+
+def load_parallel_files(source_path, target_path):
+    """Reads two line-aligned files into a `ParallelCorpus`.
+
+    Args:
+        source_path: source sentences, one a line (plain or `.gz`, UTF-8).
+        target_path: their translations, line for line.
+
+    Returns:
+        `ParallelCorpus`.
+
+    Raises:
+        FileNotFoundError: if a file is missing.
+        ValueError: if a file is not UTF-8, or the files differ in line count.
+
+    Example:
+    >>> corpus = load_parallel_files("train.de.gz", "train.en.gz")
+    """
+    sources = read_lines(source_path)
+    targets = read_lines(target_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"Parallel files differ in line count: {source_path!r} has {len(sources)} "
+            f"lines, {target_path!r} has {len(targets)}"
+        )
+    return ParallelCorpus(sources, targets)
+
+
+def load_split(directory, split, source_lang, target_lang):
+    """Reads `{directory}/{split}.{lang}` (or `.gz`) for both languages.
+
+    Args:
+        directory: e.g. a Multi30k directory holding `train.de.gz`, `train.en.gz`.
+        split: e.g. `"train"`, `"val"`, `"test_2016_flickr"`.
+        source_lang: source language code, e.g. `"de"`.
+        target_lang: target language code, e.g. `"en"`.
+
+    Example:
+    >>> train = load_split("data/multi30k", "train", "de", "en")
+    """
+    return load_parallel_files(
+        _find(directory, split, source_lang), _find(directory, split, target_lang)
+    )
+
+
+def _find(directory, split, lang):
+    for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(
+        f"No {split}.{lang} or {split}.{lang}.gz in {directory!r}"
+        + ("" if os.path.isdir(directory) else " (the directory does not exist)")
+    )

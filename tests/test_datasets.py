@@ -1,0 +1,96 @@
+import gzip
+
+import pytest
+
+from keras_transformer.datasets import (
+    load_parallel_files,
+    load_split,
+    load_tfds,
+    load_tsv,
+    numbers_corpus,
+)
+
+
+def write(path, data, compress=False):
+    opener = gzip.open if compress else open
+    with opener(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def test_parallel_files_plain_and_gzip(tmp_path):
+    source = write(tmp_path / "train.de.gz", "Ein Hund.\nZwei Katzen.\n".encode(), compress=True)
+    target = write(tmp_path / "train.en", b"A dog.\r\nTwo cats.\n")
+    corpus = load_parallel_files(source, target)
+    assert corpus.sources == ["Ein Hund.", "Zwei Katzen."]
+    assert corpus.targets == ["A dog.", "Two cats."]
+    assert load_split(str(tmp_path), "train", "de", "en") == corpus
+
+
+def test_parallel_files_errors_name_the_file_and_line(tmp_path):
+    good = write(tmp_path / "a.txt", b"one\ntwo\nthree\n")
+    short = write(tmp_path / "b.txt", b"one\ntwo\n")
+    with pytest.raises(ValueError, match=r"differ in line count.*a.txt' has 3.*b.txt' has 2"):
+        load_parallel_files(good, short)
+    bad = write(tmp_path / "c.txt", b"one\ntw\xffo\nthree\n")
+    with pytest.raises(ValueError, match=r"c.txt' is not UTF-8: line 2"):
+        load_parallel_files(good, bad)
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        load_parallel_files(good, str(tmp_path / "missing.txt"))
+    with pytest.raises(FileNotFoundError, match=r"No val.de or val.de.gz"):
+        load_split(str(tmp_path), "val", "de", "en")
+
+
+def test_multi30k_layout_loads(multi30k_dir):
+    test = load_split(multi30k_dir, "test_2016_flickr", "de", "en")
+    assert len(test) == 1000 and all(test.sources) and all(test.targets)
+
+
+def test_tsv_ignores_extra_columns_and_blank_lines(tmp_path):
+    path = write(tmp_path / "deu.txt", "Go.\tGeh.\tCC-BY 2.0\n\nHi.\tHallo!\tCC-BY\n".encode())
+    corpus = load_tsv(path)
+    assert corpus.sources == ["Go.", "Hi."] and corpus.targets == ["Geh.", "Hallo!"]
+    swapped = load_tsv(path, source_column=1, target_column=0)
+    assert swapped.sources == ["Geh.", "Hallo!"]
+
+
+def test_tsv_names_a_line_with_too_few_columns(tmp_path):
+    path = write(tmp_path / "pairs.tsv", b"a\tb\nonly one column\n")
+    with pytest.raises(ValueError, match=r"line 2 has 1 tab-separated column"):
+        load_tsv(path)
+
+
+def test_numbers_corpus_is_fixed_disjoint_and_correct():
+    train, val, test = (numbers_corpus(split) for split in ("train", "val", "test"))
+    assert (len(train), len(val), len(test)) == (30_000, 1_000, 1_000)
+    assert numbers_corpus("test")[:5] == test[:5]
+    assert not set(test.sources) & set(train.sources)
+    assert not set(val.sources) & set(train.sources)
+    every = train.sources + val.sources + test.sources
+    pairs = dict(zip(every, train.targets + val.targets + test.targets, strict=True))
+    for english, german in [("zero", "null"), ("one", "eins"), ("seven", "sieben")]:
+        assert pairs[english] == german  # every one-digit number is drawn
+    lengths = [len(s.split()) for s in every]
+    assert min(lengths) == 1 and max(lengths) >= 9
+
+
+def test_numbers_corpus_other_languages_and_bad_choice():
+    french = numbers_corpus("val", source_lang="de", target_lang="fr")
+    german = numbers_corpus("val")
+    assert french.sources == german.targets
+    with pytest.raises(ValueError, match=r"`target_lang` must be one of.*target_lang='xx'"):
+        numbers_corpus("val", target_lang="xx")
+
+
+def test_tfds_by_name_on_mock_data():
+    tfds = pytest.importorskip("tensorflow_datasets")
+    with tfds.testing.mock_data(num_examples=6):
+        corpus = load_tfds("ted_hrlr_translate/pt_to_en", split="train")
+    assert len(corpus) == 6
+    assert all(isinstance(s, str) for s in corpus.sources + corpus.targets)
+
+
+def test_tfds_offline_failure_is_a_clear_message(tmp_path):
+    pytest.importorskip("tensorflow_datasets")
+    with pytest.raises(RuntimeError, match=r"Could not load TFDS data set 'ted_hrlr_translate"):
+        load_tfds("ted_hrlr_translate/pt_to_en", "train", data_dir=str(tmp_path), download=False)
