@@ -1,0 +1,22 @@
+"""Tokenizers from tensorflow-text and the `tf.data` pipeline that batches pairs."""
+
+from keras_transformer.text.pipeline import (
+    Batches,
+    make_batches,
+    padding_fraction,
+    tokenize_pairs,
+)
+from keras_transformer.text.sentencepiece_tokenizer import SentencePieceTokenizer
+from keras_transformer.text.tokenizer import Tokenizer, load_tokenizer
+from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
+
+__all__ = [
+    "Batches",
+    "SentencePieceTokenizer",
+    "Tokenizer",
+    "WordPieceTokenizer",
+    "load_tokenizer",
+    "make_batches",
+    "padding_fraction",
+    "tokenize_pairs",
+]

@@ -1,0 +1,202 @@
+"""From pairs of sentences to the batches `model.fit` trains on, in `tf.data`.
+
+Each pair `(x, y)` becomes
+
+    source_ids    = x + [EOS]
+    target_in_ids = [BOS] + y     (teacher forcing: the decoder reads this)
+    target_out_ids = y + [EOS]    (and predicts this)
+
+and batches are `((source_ids (B, S), target_in_ids (B, T)), target_out_ids (B, T))`,
+0-padded. Sentences of similar length are batched together (length bucketing)
+under a budget of tokens per batch, so little of each batch is padding.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.validation import check_choice, check_positive_int
+
+TOKENIZE_BATCH = 1024
+
+
+@dataclasses.dataclass
+class Batches:
+    """Batches ready for `model.fit`, and what was done to fit `max_length`.
+
+    Attributes:
+        dataset: `tf.data.Dataset` of `((source_ids, target_in_ids), target_out_ids)`.
+        num_pairs: pairs in the input.
+        num_dropped: pairs left out because a side was longer than `max_length`.
+        num_truncated: pairs cut to `max_length`.
+    """
+
+    dataset: tf.data.Dataset
+    num_pairs: int
+    num_dropped: int
+    num_truncated: int
+
+    def __str__(self):
+        return (
+            f"{self.num_pairs} pairs: {self.num_dropped} dropped and "
+            f"{self.num_truncated} truncated for exceeding max_length"
+        )
+
+
+def as_pair_dataset(pairs):
+    """A `tf.data.Dataset` of `(source, target)` strings from any pair source.
+
+    Args:
+        pairs: a `tf.data.Dataset` of string pairs, an object with
+            `to_dataset()` (a `keras_transformer.datasets.ParallelCorpus`), or a
+            `(sources, targets)` tuple of equal-length string lists.
+    """
+    if isinstance(pairs, tf.data.Dataset):
+        return pairs
+    if hasattr(pairs, "to_dataset"):
+        return pairs.to_dataset()
+    sources, targets = pairs
+    if len(sources) != len(targets):
+        raise ValueError(
+            "`pairs` must hold as many sources as targets. "
+            f"Received: {len(sources)} sources and {len(targets)} targets"
+        )
+    return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+
+
+def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
+    """Dataset of `(source_ids, target_ids)` ragged rows, no special ids added."""
+
+    def tokenize(sources, targets):
+        return source_tokenizer.tokenize(sources), target_tokenizer.tokenize(targets)
+
+    return (
+        as_pair_dataset(pairs)
+        .batch(TOKENIZE_BATCH)
+        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+    )
+
+
+def make_batches(
+    pairs,
+    source_tokenizer,
+    target_tokenizer,
+    max_length=128,
+    tokens_per_batch=4096,
+    batch_size=None,
+    bucketing=True,
+    overflow="drop",
+    shuffle=True,
+    shuffle_buffer=20_000,
+    seed=None,
+    cache=True,
+):
+    """Tokenizes, filters, buckets and pads pairs of sentences for training.
+
+    Args:
+        pairs: the sentence pairs; see `as_pair_dataset`.
+        source_tokenizer: a `keras_transformer.text.Tokenizer` for the source.
+        target_tokenizer: the target's tokenizer (may be the same object).
+        max_length: longest `source_ids` and `target_in_ids` in tokens.
+        tokens_per_batch: with bucketing, a batch of sentences padded to length
+            L holds `tokens_per_batch // L` of them. Ignored if `batch_size`
+            is given.
+        batch_size: a fixed number of pairs per batch instead of a budget.
+        bucketing: whether to group sentences of similar length. Without it,
+            each batch is padded to its longest sentence (the TF tutorial's
+            batching); this needs `batch_size`.
+        overflow: what to do with a pair longer than `max_length`: `"drop"` it
+            or `"truncate"` it (the source keeps its final EOS).
+        shuffle: whether to shuffle pairs each epoch.
+        shuffle_buffer: size of the shuffle buffer.
+        seed: shuffle seed.
+        cache: whether to keep the tokenized pairs in memory after the first
+            pass (the count of overflowing pairs is that first pass).
+
+    Returns:
+        A `Batches`: the dataset and the counts of dropped and truncated pairs.
+
+    Example:
+    >>> batches = make_batches((["a b"], ["c"]), tokenizer, tokenizer, batch_size=2)
+    >>> (source_ids, target_in_ids), target_out_ids = next(iter(batches.dataset))
+    """
+    check_positive_int("max_length", max_length)
+    check_positive_int("tokens_per_batch", tokens_per_batch)
+    check_choice("overflow", overflow, {"drop", "truncate"})
+    if batch_size is not None:
+        check_positive_int("batch_size", batch_size)
+    elif not bucketing:
+        raise ValueError("`batch_size` is required when `bucketing=False`. Received: None")
+    if max_length < 2:
+        raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
+    bos, eos = target_tokenizer.bos_id, target_tokenizer.eos_id
+    source_eos = source_tokenizer.eos_id
+
+    tokenized = tokenize_pairs(pairs, source_tokenizer, target_tokenizer)
+    if cache:
+        tokenized = tokenized.cache()
+
+    def too_long(source, target):
+        return (tf.size(source) + 1 > max_length) | (tf.size(target) + 1 > max_length)
+
+    num_pairs, num_long = tokenized.reduce(
+        (np.int64(0), np.int64(0)),
+        lambda counts, pair: (counts[0] + 1, counts[1] + tf.cast(too_long(*pair), tf.int64)),
+    )
+    num_pairs, num_long = int(num_pairs), int(num_long)
+
+    if overflow == "drop":
+        tokenized = tokenized.filter(lambda s, t: tf.logical_not(too_long(s, t)))
+    if shuffle:
+        tokenized = tokenized.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+
+    def to_example(source, target):
+        source = source[: max_length - 1]
+        target = target[: max_length - 1]
+        source_ids = tf.concat([source, [source_eos]], axis=0)  # (S,)
+        target_in = tf.concat([[bos], target], axis=0)  # (T,)
+        target_out = tf.concat([target, [eos]], axis=0)  # (T,)
+        return (source_ids, target_in), target_out
+
+    examples = tokenized.map(to_example, num_parallel_calls=tf.data.AUTOTUNE)
+    if bucketing:
+        batched = examples.bucket_by_sequence_length(
+            element_length_func=lambda inputs, _: tf.maximum(
+                tf.shape(inputs[0])[0], tf.shape(inputs[1])[0]
+            ),
+            bucket_boundaries=bucket_boundaries(max_length),
+            bucket_batch_sizes=bucket_batch_sizes(max_length, tokens_per_batch, batch_size),
+        )
+    else:
+        batched = examples.padded_batch(batch_size)
+    return Batches(
+        dataset=batched.prefetch(tf.data.AUTOTUNE),
+        num_pairs=num_pairs,
+        num_dropped=num_long if overflow == "drop" else 0,
+        num_truncated=num_long if overflow == "truncate" else 0,
+    )
+
+
+def bucket_boundaries(max_length, width=8):
+    """Bucket i holds lengths in [boundaries[i-1], boundaries[i]): 1-8, 9-16, ..."""
+    return list(range(width + 1, max_length + 1, width))
+
+
+def bucket_batch_sizes(max_length, tokens_per_batch, batch_size=None, width=8):
+    """Pairs per batch in each bucket: a fixed `batch_size`, or the token budget."""
+    longest = [b - 1 for b in bucket_boundaries(max_length, width)] + [max_length]
+    if batch_size is not None:
+        return [batch_size] * len(longest)
+    return [max(1, tokens_per_batch // length) for length in longest]
+
+
+def padding_fraction(dataset):
+    """Share of padding among all source and target positions of a batched dataset."""
+    padded = real = 0
+    for (source_ids, _), target_out_ids in dataset:
+        for ids in (source_ids, target_out_ids):
+            padded += int(tf.size(ids))
+            real += int(tf.math.count_nonzero(ids))
+    return 1.0 - real / max(padded, 1)

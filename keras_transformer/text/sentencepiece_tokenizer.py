@@ -1,0 +1,131 @@
+"""SentencePiece subwords, trained with `sentencepiece`, applied with tensorflow-text."""
+
+import io
+
+import sentencepiece
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_transformer.text.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from keras_transformer.validation import check_choice, check_positive_int
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """A SentencePiece model (Kudo & Richardson, 2018) run in the TensorFlow graph.
+
+    Detokenization is lossless for text in the model's normal form: with the
+    default `normalization="nmt_nfkc"`, that is NFKC text with single spaces
+    and no leading or trailing space (`detokenize(tokenize(s)) == s` for such
+    `s`, unless it holds characters the model never saw). Characters never
+    seen in training, and bytes that are not valid UTF-8, map to `unk_id` and
+    detokenize as " ⁇ ". Empty and whitespace-only strings give no ids.
+
+    Args:
+        model_proto: the serialized SentencePiece model (`bytes`), as written
+            by `SentencePieceTokenizer.train` or `spm_train`. Its ids must
+            follow the package: 0 padding, 1 unknown, 2 BOS, 3 EOS.
+        name: name of the `tf.Module`.
+
+    Example:
+    >>> tokenizer = SentencePieceTokenizer.train(["a cat", "a dog"] * 50, vocab_size=20)
+    >>> ids = tokenizer.tokenize(["a cat"])
+    >>> tokenizer.detokenize(ids).numpy()
+    array([b'a cat'], dtype=object)
+    """
+
+    type_name = "sentencepiece"
+    asset_file = "sentencepiece.model"
+
+    def __init__(self, model_proto, name=None):
+        super().__init__(name=name)
+        processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+        expected = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+        found = {
+            "pad": processor.pad_id(),
+            "unk": processor.unk_id(),
+            "bos": processor.bos_id(),
+            "eos": processor.eos_id(),
+        }
+        if found != expected:
+            raise ValueError(
+                f"The SentencePiece model must use the special ids {expected}. Received: {found}"
+            )
+        self.model_proto = model_proto
+        self._vocab_size = processor.get_piece_size()
+        self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+
+    @classmethod
+    def train(
+        cls,
+        texts,
+        vocab_size=8000,
+        model_type="unigram",
+        character_coverage=1.0,
+        normalization="nmt_nfkc",
+        max_sentences=2_000_000,
+        seed=0,
+    ):
+        """Trains a model on an iterable of strings.
+
+        Args:
+            texts: iterable of `str`, one sentence each (join source and target
+                text for a shared vocabulary).
+            vocab_size: number of pieces, special ids included. Small corpora
+                may give fewer; the real size is `tokenizer.vocab_size`.
+            model_type: `"unigram"` (default) or `"bpe"`.
+            character_coverage: share of characters the vocabulary covers.
+            normalization: SentencePiece normalization rule, `"nmt_nfkc"`,
+                `"nfkc"` or `"identity"`.
+            max_sentences: sentences sampled for training, for big corpora.
+            seed: seed of that sample.
+
+        Returns:
+            A `SentencePieceTokenizer`.
+        """
+        check_positive_int("vocab_size", vocab_size)
+        check_choice("model_type", model_type, {"unigram", "bpe"})
+        check_choice("normalization", normalization, {"nmt_nfkc", "nfkc", "identity"})
+        sentences = [t for t in texts if t.strip()]
+        if not sentences:
+            raise ValueError("`texts` holds no non-empty sentence to train a tokenizer on.")
+        sentencepiece.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        sentencepiece.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            normalization_rule_name=normalization,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            minloglevel=2,
+        )
+        return cls(model.getvalue())
+
+    @property
+    def vocab_size(self):
+        return self._vocab_size
+
+    def _tokenize(self, strings):
+        return self._sentencepiece.tokenize(strings)
+
+    def _detokenize(self, token_ids):
+        return self._sentencepiece.detokenize(token_ids)
+
+    def write_asset(self, path):
+        with open(path, "wb") as f:
+            f.write(self.model_proto)
+
+    @classmethod
+    def from_asset(cls, path):
+        with open(path, "rb") as f:
+            return cls(f.read())
+
+    def get_config(self):
+        return {}

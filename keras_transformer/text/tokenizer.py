@@ -1,0 +1,136 @@
+"""The interface every tokenizer of the package shares, and loading from disk.
+
+A tokenizer maps strings to ragged int32 ids and back, in TensorFlow ops, so
+it runs inside `tf.data` and inside an exported SavedModel. Id 0 is padding
+for every tokenizer; the ids of BOS, EOS and the unknown piece are stored with
+the tokenizer:
+
+    id  piece
+    0   padding
+    1   unknown (anything the vocabulary cannot spell)
+    2   BOS, begin of sequence
+    3   EOS, end of sequence
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+CONFIG_FILE = "tokenizer.json"
+
+
+class Tokenizer(tf.Module):
+    """Base class: strings <-> ragged token ids, with the special ids above.
+
+    Subclasses set `type_name` and `asset_file`, and implement `_tokenize`,
+    `_detokenize`, `vocab_size`, `write_asset`, `from_asset` and `get_config`.
+    """
+
+    type_name = None
+    asset_file = None
+    pad_id = PAD_ID
+    unk_id = UNK_ID
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+
+    def tokenize(self, strings):
+        """Splits each string into subword ids.
+
+        Args:
+            strings: a string or a 1-D batch of strings (Python or `tf.string`).
+
+        Returns:
+            `tf.RaggedTensor` of int32 ids, `(B, None)`; no BOS or EOS added.
+        """
+        strings = tf.convert_to_tensor(strings)
+        if strings.dtype != tf.string:
+            raise ValueError(
+                f"`strings` must be text (tf.string). Received: strings with dtype={strings.dtype}"
+            )
+        return tf.cast(self._tokenize(strings), tf.int32)
+
+    def detokenize(self, token_ids):
+        """Joins ids back into strings.
+
+        Padding and BOS are dropped, and each row ends at its first EOS, so the
+        raw output of a decoder can be passed as it is.
+
+        Args:
+            token_ids: int ids, dense `(B, T)` (0 = padding) or ragged.
+
+        Returns:
+            `tf.string` tensor `(B,)`.
+        """
+        if isinstance(token_ids, tf.RaggedTensor):
+            token_ids = token_ids.to_tensor(default_value=self.pad_id)
+        token_ids = tf.convert_to_tensor(token_ids)
+        if not token_ids.dtype.is_integer:
+            raise ValueError(
+                f"`token_ids` must be integer ids. Received: token_ids with dtype={token_ids.dtype}"
+            )
+        token_ids = tf.cast(token_ids, tf.int32)
+        is_eos = tf.cast(token_ids == self.eos_id, tf.int32)
+        before_eos = tf.math.cumsum(is_eos, axis=-1, exclusive=True) == 0
+        keep = (
+            before_eos
+            & (token_ids != self.pad_id)
+            & (token_ids != self.bos_id)
+            & (token_ids != self.eos_id)
+        )
+        return self._detokenize(tf.ragged.boolean_mask(token_ids, keep))
+
+    @property
+    def vocab_size(self):
+        raise NotImplementedError
+
+    def save(self, directory):
+        """Writes the vocabulary asset and `tokenizer.json` into `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        self.write_asset(os.path.join(directory, self.asset_file))
+        config = {"type": self.type_name, "asset": self.asset_file, "config": self.get_config()}
+        with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+
+    @classmethod
+    def load(cls, directory):
+        """Loads a tokenizer saved with `save`; the class is read from the directory."""
+        return load_tokenizer(directory)
+
+
+def load_tokenizer(directory):
+    """Loads any tokenizer written by `Tokenizer.save`.
+
+    Args:
+        directory: the directory holding `tokenizer.json` and the asset file.
+
+    Returns:
+        The tokenizer, of the class named in `tokenizer.json`.
+
+    Raises:
+        FileNotFoundError: if the directory or one of its files is missing.
+        ValueError: if `tokenizer.json` names an unknown tokenizer type.
+    """
+    from keras_transformer.text.sentencepiece_tokenizer import SentencePieceTokenizer
+    from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
+
+    classes = {c.type_name: c for c in (SentencePieceTokenizer, WordPieceTokenizer)}
+    config_path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"No tokenizer in {directory!r}: {CONFIG_FILE} is missing.")
+    with open(config_path, encoding="utf-8") as f:
+        saved = json.load(f)
+    if saved.get("type") not in classes:
+        raise ValueError(
+            f"{config_path} names an unknown tokenizer type. "
+            f"Expected one of {sorted(classes)}. Received: type={saved.get('type')!r}"
+        )
+    asset_path = os.path.join(directory, saved["asset"])
+    if not os.path.isfile(asset_path):
+        raise FileNotFoundError(f"Tokenizer asset {asset_path!r} is missing.")
+    return classes[saved["type"]].from_asset(asset_path, **saved["config"])
