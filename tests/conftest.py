@@ -27,3 +27,43 @@ def multi30k_dir():
     if not os.path.isfile(os.path.join(path, "train.en.gz")):
         pytest.skip(f"Multi30k not found in {path}; set MULTI30K_DIR")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_translation(tmp_path_factory):
+    """A small English-to-German numbers model, trained briefly and saved.
+
+    Returns the directory holding `model.keras` and `tokenizer/`. Tests load
+    their own copies (`load_tiny_translation`), since each test ends with
+    `keras.backend.clear_session()`, which frees the tokenizers' resources.
+    """
+    import keras_transformer as kt
+    from keras_transformer.datasets import numbers_corpus
+    from keras_transformer.text import SentencePieceTokenizer, make_batches
+
+    keras.utils.set_random_seed(0)
+    corpus = numbers_corpus("train")[:3000]
+    tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=120)
+    batches = make_batches(corpus, tokenizer, tokenizer, tokens_per_batch=2048, seed=0)
+    vocab = tokenizer.vocab_size
+    model = kt.Transformer(2, 64, 4, 128, vocab, vocab)
+    model.compile(
+        optimizer=keras.optimizers.Adam(
+            kt.TransformerSchedule(64, warmup_steps=200), beta_1=0.9, beta_2=0.98, epsilon=1e-9
+        ),
+        loss=kt.MaskedSparseCategoricalCrossentropy(),
+    )
+    model.fit(batches.dataset, epochs=5, verbose=0)
+    directory = tmp_path_factory.mktemp("tiny_translation")
+    model.save(directory / "model.keras")
+    tokenizer.save(str(directory / "tokenizer"))
+    keras.backend.clear_session()
+    return directory
+
+
+def load_tiny_translation(directory):
+    """`(model, tokenizer)` from the `tiny_translation` directory."""
+    from keras_transformer.text import load_tokenizer
+
+    model = keras.models.load_model(directory / "model.keras")
+    return model, load_tokenizer(str(directory / "tokenizer"))

@@ -51,3 +51,9 @@ def test_merge_masks_ands_and_skips_none():
     merged = ops.convert_to_numpy(masks.merge_masks(a, None, b))
     np.testing.assert_array_equal(merged, a & b)
     assert masks.merge_masks(None, None) is None
+
+
+def test_cache_mask_opens_positions_up_to_the_step():
+    mask = ops.convert_to_numpy(masks.cache_mask(5, 2))
+    assert mask.shape == (1, 1, 1, 5)
+    np.testing.assert_array_equal(mask[0, 0, 0], np.arange(5) <= 2)

@@ -45,11 +45,15 @@ def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
     check_choice("split", split, set(SPLITS))
     check_choice("source_lang", source_lang, set(LANGUAGES))
     check_choice("target_lang", target_lang, set(LANGUAGES))
-    numbers = _draw(seed)[split]
-    return ParallelCorpus(
-        [num2words(int(n), lang=source_lang) for n in numbers],
-        [num2words(int(n), lang=target_lang) for n in numbers],
-    )
+    sources = _words(split, source_lang, seed)
+    targets = _words(split, target_lang, seed)
+    return ParallelCorpus(list(sources), list(targets))
+
+
+@functools.lru_cache(maxsize=16)
+def _words(split, lang, seed):
+    """The numbers of one split written out in one language (num2words is slow)."""
+    return tuple(num2words(n, lang=lang) for n in _draw(seed)[split])
 
 
 @functools.lru_cache(maxsize=4)

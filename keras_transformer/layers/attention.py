@@ -209,8 +209,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         # 1. Project to queries, keys and values and split the heads.
         q = self._project(query, self.query_kernel, self.query_bias)
-        k = self._project(value if key is None else key, self.key_kernel, self.key_bias)
-        v = self._project(value, self.value_kernel, self.value_bias)
+        k, v = self.project_key_value(value, key)
         # q (B, H, T, K); k, v (B, H, S, K)
 
         # 2. One boolean mask, broadcastable to (B, H, T, S).
@@ -224,6 +223,67 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
         # 3. Attention in every head, then concatenate the heads and apply W_O.
+        outputs, scores = self._attend(q, k, v, mask, training)
+        if return_attention_scores:
+            return outputs, scores
+        return outputs
+
+    def project_key_value(self, value, key=None):
+        """The keys and values that `call` would attend to, split into heads.
+
+        Computed once per source sentence, they are the cross-attention cache
+        of incremental decoding.
+
+        Args:
+            value: `(B, S, D_v)`.
+            key: optional `(B, S, D_k)`; defaults to `value`.
+
+        Returns:
+            A pair `(keys, values)`, each `(B, H, S, K)`.
+        """
+        k = self._project(value if key is None else key, self.key_kernel, self.key_bias)
+        v = self._project(value, self.value_kernel, self.value_bias)
+        return k, v
+
+    def call_with_cache(self, query, cache, step=None, value_mask=None):
+        """Attention of one decoding step to cached keys and values.
+
+        Self-attention (`step` given): the keys and values of `query` are
+        written into the cache at position `step`, and the query attends to
+        positions 0..step. Cross-attention (`step=None`): the query attends to
+        the cache as it is, e.g. from `project_key_value(encoder_output)`.
+
+        Args:
+            query: `(B, 1, D_q)`, the position being decoded.
+            cache: pair `(keys, values)`, each `(B, H, L, K)`.
+            step: scalar int, the position of `query`, or None.
+            value_mask: optional boolean `(B, L)`, True at real keys.
+
+        Returns:
+            `(outputs (B, 1, D_out), cache)`, the cache updated when `step`
+            is given.
+
+        Example:
+        ```python
+        cache = (np.zeros((2, 8, 10, 8)), np.zeros((2, 8, 10, 8)))  # L = 10
+        y, cache = mha.call_with_cache(x[:, :1], cache, step=0)
+        ```
+        """
+        q = self._project(query, self.query_kernel, self.query_bias)  # (B, H, 1, K)
+        keys, values = cache
+        mask = None
+        if step is not None:
+            k, v = self.project_key_value(query)  # (B, H, 1, K)
+            keys = ops.slice_update(keys, (0, 0, step, 0), ops.cast(k, keys.dtype))
+            values = ops.slice_update(values, (0, 0, step, 0), ops.cast(v, values.dtype))
+            mask = masks.cache_mask(ops.shape(keys)[2], step)  # (1, 1, 1, L)
+        if value_mask is not None:
+            mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
+        outputs, _ = self._attend(q, keys, values, mask, training=False)
+        return outputs, (keys, values)
+
+    def _attend(self, q, k, v, mask, training):
+        """Scaled dot-product attention per head, heads concatenated, then W_O."""
         attended, scores = scaled_dot_product_attention(
             q,
             k,
@@ -232,12 +292,9 @@ class MultiHeadAttention(keras.layers.Layer):
             dropout=lambda w: self.attention_dropout(w, training=training),
         )  # (B, H, T, K), (B, H, T, S)
         attended = ops.transpose(attended, (0, 2, 1, 3))  # (B, T, H, K)
-        batch, length = ops.shape(query)[0], ops.shape(query)[1]
+        batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
         attended = ops.reshape(attended, (batch, length, self.d_model))  # (B, T, D)
-        outputs = self._dense(attended, self.output_kernel, self.output_bias)
-        if return_attention_scores:
-            return outputs, scores
-        return outputs
+        return self._dense(attended, self.output_kernel, self.output_bias), scores
 
     def _project(self, x, kernel, bias):
         """x W (+ b), split into heads: (B, L, D_in) -> (B, H, L, K)."""

@@ -1,6 +1,7 @@
 """The decoder layer and the decoder stack (Vaswani et al., 2017, §3.1)."""
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.base import TransformerBlock, TransformerStack
 from keras_transformer.layers.residual import residual, sublayer_input
@@ -110,6 +111,35 @@ class DecoderLayer(TransformerBlock):
             return x, {"self_attention": self_scores, "cross_attention": cross_scores}
         return x
 
+    def call_with_cache(self, inputs, step, self_cache, cross_cache, context_mask=None):
+        """Decodes one position from cached keys and values, as `call` would.
+
+        Args:
+            inputs: `(B, 1, D)`, the target position `step`.
+            step: scalar int, the position being decoded.
+            self_cache: pair `(keys, values)` of self-attention, each
+                `(B, H, L, K)`; positions 0..step-1 filled by earlier steps.
+            cross_cache: pair `(keys, values)` of cross-attention, each
+                `(B, H, S, K)`, from `cross_attention.project_key_value`.
+            context_mask: optional boolean `(B, S)`, True at real source tokens.
+
+        Returns:
+            `(outputs (B, 1, D), self_cache)` with position `step` written.
+        """
+        # 1. Causal self-attention: attend to the cache up to `step`.
+        y = sublayer_input(inputs, self.self_attention_norm, self.norm_first)
+        y, self_cache = self.self_attention.call_with_cache(y, self_cache, step=step)
+        x = residual(inputs, y, self.dropout, self.self_attention_norm, self.norm_first, False)
+        # 2. Cross-attention to the encoder's cached keys and values.
+        y = sublayer_input(x, self.cross_attention_norm, self.norm_first)
+        y, _ = self.cross_attention.call_with_cache(y, cross_cache, value_mask=context_mask)
+        x = residual(x, y, self.dropout, self.cross_attention_norm, self.norm_first, False)
+        # 3. Feed-forward.
+        y = sublayer_input(x, self.feed_forward_norm, self.norm_first)
+        y = self.feed_forward(y)  # (B, 1, D)
+        x = residual(x, y, self.dropout, self.feed_forward_norm, self.norm_first, False)
+        return x, self_cache
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Decoder(TransformerStack):
@@ -191,3 +221,54 @@ class Decoder(TransformerStack):
             scores.append(block_scores)
         x = self._final(x)
         return (x, scores) if return_attention_scores else x
+
+    def initial_cache(self, context, max_length):
+        """The caches incremental decoding starts from.
+
+        Args:
+            context: encoder output `(B, S, D)`.
+            max_length: number of positions the self-attention cache holds.
+
+        Returns:
+            Dict with `"self"`: per layer an all-zero pair `(keys, values)`,
+            each `(B, H, max_length, K)`; and `"cross"`: per layer the pair
+            of keys and values of `context`, each `(B, H, S, K)`.
+        """
+        batch = ops.shape(context)[0]
+        depth = self.d_model // self.num_heads
+        shape = (batch, self.num_heads, max_length, depth)  # (B, H, L, K)
+        dtype = self.compute_dtype
+        return {
+            "self": [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks],
+            "cross": [block.cross_attention.project_key_value(context) for block in self.blocks],
+        }
+
+    def call_with_cache(self, token_ids, step, cache, context_mask=None):
+        """Decodes position `step` from the token at that position and the cache.
+
+        Gives the same output as `call` on the whole prefix, at position `step`,
+        with dropout off.
+
+        Args:
+            token_ids: integer `(B, 1)`, the token at position `step`.
+            step: scalar int.
+            cache: the dict from `initial_cache`, filled up to `step - 1`.
+            context_mask: optional boolean `(B, S)`, True at real source tokens.
+
+        Returns:
+            `(outputs (B, 1, D), cache)` with position `step` written.
+
+        Example:
+        ```python
+        cache = decoder.initial_cache(memory, max_length=16)
+        x, cache = decoder.call_with_cache(np.array([[bos_id]]), 0, cache)
+        ```
+        """
+        x = self.embedding(token_ids, start_index=step, training=False)  # (B, 1, D)
+        self_caches = []
+        for block, self_cache, cross_cache in zip(
+            self.blocks, cache["self"], cache["cross"], strict=True
+        ):
+            x, self_cache = block.call_with_cache(x, step, self_cache, cross_cache, context_mask)
+            self_caches.append(self_cache)
+        return self._final(x), {"self": self_caches, "cross": cache["cross"]}

@@ -84,6 +84,24 @@ def look_ahead_mask(size):
     return positions[:, None] >= positions[None, :]  # (T, T)
 
 
+def cache_mask(length, step):
+    """Self-attention mask of decoding step `step` over a key cache of `length`.
+
+    Args:
+        length: size L of the cache (a Python int or a scalar tensor).
+        step: index of the query being decoded; cache positions 0..step hold
+            its keys and those of the positions before it.
+
+    Returns:
+        Boolean tensor `(1, 1, 1, L)`, True at positions 0..step.
+
+    Example:
+    >>> cache_mask(4, 1)
+    [[[[True, True, False, False]]]]
+    """
+    return (ops.arange(length) <= step)[None, None, None, :]  # (1, 1, 1, L)
+
+
 def key_mask_to_attention_mask(mask):
     """Turns a Keras sequence mask `(B, S)` into an attention mask.
 
