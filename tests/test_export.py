@@ -1,0 +1,133 @@
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import REPO, load_tiny_translation
+
+from keras_transformer.export import export_translator
+from keras_transformer.inference import Translator
+
+MIXED = [
+    "twenty-one",
+    "",
+    "   ",
+    "six hundred and twelve thousand, eight hundred and seventy-four",
+    "one " * 2500,  # 10,000 characters
+    b"seven \xff\xfe hundred",  # invalid UTF-8
+    "\u2603 zwei",  # characters never seen in training
+]
+
+
+@pytest.fixture
+def translator(tiny_translation):
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    return Translator(model, tokenizer, tokenizer, max_length=40, beam_size=2)
+
+
+def test_translator_returns_one_string_per_input_of_any_kind(translator):
+    outputs = translator(tf.constant(MIXED)).numpy()
+    assert outputs.shape == (len(MIXED),) and outputs.dtype == object
+    greedy = Translator(
+        translator.model, translator.source_tokenizer, translator.target_tokenizer, max_length=40
+    )
+    assert greedy(tf.constant(MIXED)).numpy().shape == (len(MIXED),)
+
+
+def test_translator_rejects_a_tokenizer_larger_than_the_model(translator):
+    model = translator.model
+    tokenizer = translator.source_tokenizer
+    model.target_vocab_size, real = tokenizer.vocab_size - 1, model.target_vocab_size
+    try:
+        with pytest.raises(ValueError, match=r"target tokenizer does not fit the model"):
+            Translator(model, tokenizer, tokenizer)
+    finally:
+        model.target_vocab_size = real
+
+
+def test_versions_are_numbered_and_never_overwritten(translator, tmp_path):
+    first = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    second = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    assert first.endswith(os.path.join("numbers", "1")) and second.endswith("2")
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        export_translator(translator, "numbers", base_dir=str(tmp_path), version=1)
+    with pytest.raises(ValueError, match=r"`name` must be a plain directory name"):
+        export_translator(translator, "../escape", base_dir=str(tmp_path))
+
+
+def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(translator, tmp_path):
+    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    expected = translator(tf.constant(MIXED)).numpy()
+    inputs = tmp_path / "inputs.json"
+    as_bytes = [s if isinstance(s, bytes) else s.encode() for s in MIXED]
+    inputs.write_text(json.dumps([s.hex() for s in as_bytes]))
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        import tensorflow as tf
+        import tensorflow_text  # registers the tokenizer ops
+        model = tf.saved_model.load({path!r})
+        texts = [bytes.fromhex(h) for h in json.load(open({str(inputs)!r}))]
+        out = model.signatures["serving_default"](inputs=tf.constant(texts))["outputs"]
+        ids = model.signatures["translate_ids"](source_ids=tf.constant([[5, 6, 3]]))
+        assert "keras_transformer" not in sys.modules
+        print(json.dumps({{"outputs": [o.hex() for o in out.numpy()],
+                          "ids_shape": ids["target_ids"].shape.as_list()}}))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cwd=str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [bytes.fromhex(o) for o in loaded["outputs"]] == list(expected)
+    assert loaded["ids_shape"] == [1, 40]
+
+
+def test_saved_model_cli_lists_both_signatures(translator, tmp_path):
+    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run(
+        [cli, "show", "--dir", path, "--all"], capture_output=True, text=True, timeout=300
+    ).stdout
+    serving = shown[shown.index("signature_def['serving_default']") :]
+    ids = shown[shown.index("signature_def['translate_ids']") :]
+    assert re.search(r"inputs\['inputs'\].*?dtype: DT_STRING.*?shape: \(-1\)", serving, re.S)
+    assert re.search(r"outputs\['outputs'\].*?dtype: DT_STRING.*?shape: \(-1\)", serving, re.S)
+    assert re.search(r"inputs\['source_ids'\].*?dtype: DT_INT32.*?shape: \(-1, -1\)", ids, re.S)
+    assert re.search(r"outputs\['target_ids'\].*?dtype: DT_INT32.*?shape: \(-1, 40\)", ids, re.S)
+
+
+def readme_python_block(after):
+    """The first ```python block of the README that follows the line containing `after`."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index(after)
+    return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
+
+
+def test_readme_grpc_request_fits_the_exported_signature(translator, tmp_path):
+    pytest.importorskip("tensorflow_serving")
+    path = export_translator(translator, "numbers_en_de", base_dir=str(tmp_path))
+    namespace = {}
+    exec(readme_python_block("gRPC, with"), namespace)
+    request = namespace["request"]
+    assert request.model_spec.name == os.path.basename(os.path.dirname(path))
+
+    loaded = tf.saved_model.load(path)
+    signature = loaded.signatures[request.model_spec.signature_name]
+    assert set(request.inputs) == set(signature.structured_input_signature[1])
+    feed = {name: tf.constant(tf.make_ndarray(proto)) for name, proto in request.inputs.items()}
+    outputs = signature(**feed)
+    expected = translator(feed["inputs"]).numpy()
+    np.testing.assert_array_equal(outputs["outputs"].numpy(), expected)
