@@ -21,12 +21,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="session")
-def multi30k_dir():
-    """The Multi30k directory: $MULTI30K_DIR, or ../shared/data/multi30k beside the repo."""
+def multi30k_path():
+    """The Multi30k directory ($MULTI30K_DIR, or ../shared/data/multi30k), or None."""
     path = os.environ.get("MULTI30K_DIR", os.path.join(REPO, "..", "shared", "data", "multi30k"))
-    if not os.path.isfile(os.path.join(path, "train.en.gz")):
-        pytest.skip(f"Multi30k not found in {path}; set MULTI30K_DIR")
-    return path
+    return os.path.abspath(path) if os.path.isfile(os.path.join(path, "train.en.gz")) else None
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir(multi30k_path):
+    """The Multi30k directory; tests that need it are skipped without it."""
+    if multi30k_path is None:
+        pytest.skip("Multi30k not found; set MULTI30K_DIR")
+    return multi30k_path
 
 
 @pytest.fixture(scope="session")

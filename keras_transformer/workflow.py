@@ -1,0 +1,437 @@
+"""Runs: train, evaluate, average, export and translate from a run directory.
+
+A run directory holds everything one training run makes:
+
+    config.json            the full configuration
+    tokenizers/source/     tokenizer files (and tokenizers/target/ unless shared)
+    model.keras            the model with the best validation loss
+    checkpoints/           weights of the last epochs (epoch-NNN.weights.h5)
+    backup/                BackupAndRestore state while training is unfinished
+    logs/                  TensorBoard logs
+    metrics.csv            loss and accuracy per epoch
+    trained.json           written when training has finished
+    averaged.keras         after `average_checkpoints`
+
+Running `train` again on an unfinished run resumes it from its last epoch.
+
+Example:
+```python
+config = load_config(overrides=["train.epochs=2"])
+train("runs/numbers", config)
+print(evaluate("runs/numbers")["bleu"])
+```
+"""
+
+import glob
+import json
+import os
+
+import keras
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+import keras_transformer as kt
+from keras_transformer import datasets
+from keras_transformer.config import ConfigError, read_saved_config, save_config
+from keras_transformer.export import export_translator
+from keras_transformer.inference import Translator
+from keras_transformer.text import (
+    SentencePieceTokenizer,
+    WordPieceTokenizer,
+    load_tokenizer,
+    make_batches,
+)
+
+CONFIG_FILE = "config.json"
+DONE_FILE = "trained.json"
+CHECKPOINTS = {"best": "model.keras", "averaged": "averaged.keras"}
+
+
+class RunError(RuntimeError):
+    """A run directory that cannot do what was asked (missing, unfinished, mismatched)."""
+
+
+def load_corpus(data, split):
+    """The `split` of the corpus the `data` section names, as a `ParallelCorpus`."""
+    corpus, src, tgt = data["corpus"], data["source_lang"], data["target_lang"]
+    if corpus == "numbers":
+        return datasets.numbers_corpus(split, src, tgt)
+    if corpus == "files":
+        directory = os.path.expandvars(data["directory"] or "")
+        if not directory or "$" in directory:
+            raise ConfigError(
+                "data.corpus=files needs data.directory (environment variables in it "
+                f"must be set). Received: {data['directory']!r}"
+            )
+        return datasets.load_split(directory, split, src, tgt)
+    if corpus == "tsv":
+        if not data["path"]:
+            raise ConfigError("data.corpus=tsv needs data.path")
+        return _tsv_split(datasets.load_tsv(data["path"]), split, data)
+    if corpus == "tfds":
+        if not data["name"]:
+            raise ConfigError("data.corpus=tfds needs data.name")
+        return datasets.load_tfds(data["name"], split)
+    raise ConfigError(f"data.corpus must be numbers, files, tsv or tfds. Received: {corpus!r}")
+
+
+def _tsv_split(corpus, split, data):
+    """A fixed shuffle of a TSV file: the last 2% is test, the 2% before it val."""
+    order = np.random.default_rng(0).permutation(len(corpus))
+    held = max(1, len(corpus) // 50)
+    parts = {
+        data["train_split"]: order[: -2 * held],
+        data["val_split"]: order[-2 * held : -held],
+        data["test_split"]: order[-held:],
+    }
+    if split not in parts:
+        raise ConfigError(f"A TSV corpus has the splits {sorted(parts)}. Received: {split!r}")
+    chosen = parts[split]
+    return datasets.ParallelCorpus(
+        [corpus.sources[i] for i in chosen], [corpus.targets[i] for i in chosen]
+    )
+
+
+def train_tokenizer(settings, texts):
+    kind = {"sentencepiece": SentencePieceTokenizer, "wordpiece": WordPieceTokenizer}
+    if settings["type"] not in kind:
+        raise ConfigError(
+            f"tokenizer.type must be sentencepiece or wordpiece. Received: {settings['type']!r}"
+        )
+    return kind[settings["type"]].train(texts, vocab_size=settings["vocab_size"])
+
+
+def prepare_tokenizers(run_dir, config, corpus):
+    """Loads the run's tokenizers, or trains them on `corpus` and saves them."""
+    source_dir = os.path.join(run_dir, "tokenizers", "source")
+    target_dir = os.path.join(run_dir, "tokenizers", "target")
+    shared = config["tokenizer"]["shared"]
+    if os.path.isdir(source_dir):
+        source = load_tokenizer(source_dir)
+        return source, source if shared else load_tokenizer(target_dir)
+    settings = config["tokenizer"]
+    if shared:
+        source = target = train_tokenizer(settings, corpus.sources + corpus.targets)
+    else:
+        source = train_tokenizer(settings, corpus.sources)
+        target = train_tokenizer(settings, corpus.targets)
+        target.save(target_dir)
+    source.save(source_dir)
+    return source, target
+
+
+def build_model(config, source_vocab, target_vocab):
+    m = config["model"]
+    return kt.Transformer(
+        num_layers=m["num_layers"],
+        d_model=m["d_model"],
+        num_heads=m["num_heads"],
+        dff=m["dff"],
+        input_vocab_size=source_vocab,
+        target_vocab_size=target_vocab,
+        dropout_rate=m["dropout_rate"],
+        attention_dropout_rate=m["attention_dropout_rate"],
+        norm_first=m["norm_first"],
+    )
+
+
+def compile_model(model, config):
+    t = config["train"]
+    schedule = kt.TransformerSchedule(config["model"]["d_model"], t["warmup_steps"])
+    if t["learning_rate_scale"] != 1.0:
+        schedule = ScaledSchedule(schedule, t["learning_rate_scale"])
+    model.compile(
+        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=t["label_smoothing"]),
+        metrics=[kt.MaskedAccuracy()],
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Another schedule's rate times a constant `scale`."""
+
+    def __init__(self, schedule, scale):
+        self.schedule = schedule
+        self.scale = scale
+
+    def __call__(self, step):
+        return self.schedule(step) * self.scale
+
+    def get_config(self):
+        return {"schedule": keras.saving.serialize_keras_object(self.schedule), "scale": self.scale}
+
+    @classmethod
+    def from_config(cls, config):
+        schedule = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(schedule, config["scale"])
+
+
+class PruneCheckpoints(keras.callbacks.Callback):
+    """Keeps only the newest `keep` epoch checkpoints in `directory`."""
+
+    def __init__(self, directory, keep):
+        super().__init__()
+        self.directory = directory
+        self.keep = keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        for path in epoch_checkpoints(self.directory)[: -self.keep]:
+            os.remove(path)
+
+
+def epoch_checkpoints(directory):
+    return sorted(glob.glob(os.path.join(directory, "epoch-*.weights.h5")))
+
+
+def resolve_config(run_dir, config):
+    """The run's config: saved in `run_dir`, which `config` may not contradict."""
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        os.makedirs(run_dir, exist_ok=True)
+        save_config(config, path)
+        return config
+    saved = read_saved_config(path)
+    if config is not None and config != saved:
+        changed = [
+            f"{s}.{k}: {saved[s][k]!r} -> {config[s][k]!r}"
+            for s in saved
+            for k in saved[s]
+            if saved[s][k] != config[s][k]
+        ]
+        raise RunError(
+            f"{run_dir} was started with another configuration ({'; '.join(changed)}). "
+            "Use a new --run-dir, or run train without changes to resume."
+        )
+    return saved
+
+
+def train(run_dir, config, verbose="auto"):
+    """Trains (or resumes) the run in `run_dir` with `model.fit`.
+
+    Args:
+        run_dir: the run directory; created if missing.
+        config: the full configuration; must equal the saved one when the
+            run exists.
+        verbose: Keras `fit` verbosity (progress bars by default).
+
+    Returns:
+        The Keras `History`, or None if the run had already finished.
+    """
+    config = resolve_config(run_dir, config)
+    if os.path.isfile(os.path.join(run_dir, DONE_FILE)):
+        print(f"{run_dir} has finished training; nothing to do.")
+        return None
+    t, data = config["train"], config["data"]
+    keras.utils.set_random_seed(t["seed"])
+    if t["mixed_precision"]:
+        keras.config.set_dtype_policy("mixed_bfloat16")
+    strategy = distribution_strategy(t["devices"])
+
+    train_corpus = load_corpus(data, data["train_split"])
+    if data["train_limit"] is not None:
+        if not isinstance(data["train_limit"], int) or data["train_limit"] <= 0:
+            raise ConfigError(
+                f"data.train_limit must be a positive integer. Received: {data['train_limit']!r}"
+            )
+        train_corpus = train_corpus[: data["train_limit"]]
+    val_corpus = load_corpus(data, data["val_split"])
+    source_tokenizer, target_tokenizer = prepare_tokenizers(run_dir, config, train_corpus)
+    batch_args = dict(
+        max_length=data["max_length"],
+        tokens_per_batch=data["tokens_per_batch"],
+        overflow=data["overflow"],
+    )
+    train_batches = make_batches(
+        train_corpus, source_tokenizer, target_tokenizer, seed=t["seed"], **batch_args
+    )
+    val_batches = make_batches(
+        val_corpus, source_tokenizer, target_tokenizer, shuffle=False, **batch_args
+    )
+    print(f"train: {train_batches}\nval:   {val_batches}")
+
+    with strategy.scope():
+        model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
+        compile_model(model, config)
+        one = np.ones((1, 2), "int32")
+        model((one, one))  # build the weights, which BackupAndRestore restores into
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    os.makedirs(checkpoints, exist_ok=True)
+    callbacks = [
+        keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(run_dir, "model.keras"), monitor="val_loss", save_best_only=True
+        ),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(checkpoints, "epoch-{epoch:03d}.weights.h5"), save_weights_only=True
+        ),
+        PruneCheckpoints(checkpoints, t["keep_checkpoints"]),
+        keras.callbacks.EarlyStopping(monitor="val_loss", patience=t["patience"]),
+        keras.callbacks.TensorBoard(os.path.join(run_dir, "logs")),
+        keras.callbacks.CSVLogger(os.path.join(run_dir, "metrics.csv"), append=True),
+    ]
+    history = model.fit(
+        train_batches.dataset,
+        validation_data=val_batches.dataset,
+        epochs=t["epochs"],
+        callbacks=callbacks,
+        shuffle=False,  # the pipeline shuffles
+        verbose=verbose,
+    )
+    with open(os.path.join(run_dir, DONE_FILE), "w", encoding="utf-8") as f:
+        json.dump({"epochs": len(history.epoch), "history": history.history}, f)
+    return history
+
+
+def distribution_strategy(devices):
+    """One device, or `MirroredStrategy` over `devices` GPUs or logical CPUs."""
+    if devices <= 1:
+        return tf.distribute.get_strategy()
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) >= devices:
+        return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(devices)])
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * devices
+        )
+    except RuntimeError:
+        raise RunError(
+            "train.devices > 1 on CPU needs the logical devices set before TensorFlow "
+            "starts; run it from a fresh process (the CLI does)."
+        ) from None
+    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
+
+
+def load_run(run_dir, checkpoint="best"):
+    """`(config, model, source_tokenizer, target_tokenizer)` of a trained run.
+
+    Args:
+        run_dir: the run directory.
+        checkpoint: `"best"` (lowest validation loss) or `"averaged"`.
+    """
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise RunError(f"{run_dir!r} is not a run directory: {CONFIG_FILE} is missing.")
+    config = read_saved_config(path)
+    if checkpoint not in CHECKPOINTS:
+        raise RunError(f"checkpoint must be one of {sorted(CHECKPOINTS)}. Received: {checkpoint!r}")
+    model_path = os.path.join(run_dir, CHECKPOINTS[checkpoint])
+    if not os.path.isfile(model_path):
+        hint = "run average first" if checkpoint == "averaged" else "train it first"
+        raise RunError(f"{model_path} does not exist; {hint}.")
+    source, target = prepare_tokenizers_for_loading(run_dir, config)
+    model = keras.models.load_model(model_path)
+    for side, tokenizer, size in [
+        ("source", source, model.input_vocab_size),
+        ("target", target, model.target_vocab_size),
+    ]:
+        if tokenizer.vocab_size != size:
+            raise RunError(
+                f"The {side} tokenizer of {run_dir} has {tokenizer.vocab_size} ids but "
+                f"the model's {side} vocabulary has {size}: they are from different runs."
+            )
+    return config, model, source, target
+
+
+def prepare_tokenizers_for_loading(run_dir, config):
+    source_dir = os.path.join(run_dir, "tokenizers", "source")
+    if not os.path.isdir(source_dir):
+        raise RunError(f"{run_dir} has no tokenizers; train it first.")
+    source = load_tokenizer(source_dir)
+    if config["tokenizer"]["shared"]:
+        return source, source
+    return source, load_tokenizer(os.path.join(run_dir, "tokenizers", "target"))
+
+
+def make_translator(run_dir, checkpoint="best", beam_size=None, alpha=None, max_length=None):
+    config, model, source, target = load_run(run_dir, checkpoint)
+    d = config["decode"]
+    return Translator(
+        model,
+        source,
+        target,
+        max_length=max_length or d["max_length"],
+        beam_size=beam_size or d["beam_size"],
+        alpha=d["alpha"] if alpha is None else alpha,
+    )
+
+
+def translate_lines(translator, lines, batch_size=64):
+    """Translates a list of strings in batches, sorted by length for speed."""
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    out = [None] * len(lines)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        results = translator(tf.constant([lines[i] for i in chunk])).numpy()
+        for i, text in zip(chunk, results, strict=True):
+            out[i] = text.decode("utf-8", errors="replace")
+    return out
+
+
+def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None):
+    """Translates a split and scores it with sacreBLEU.
+
+    Returns:
+        Dict with `bleu` (cased, detokenized, sacreBLEU's standard 13a
+        tokenization), `bleu_lowercase`, `chrf`, `signature`, `exact_match`,
+        `sentences`, `beam_size`, and `hypotheses` (the file written).
+    """
+    translator = make_translator(run_dir, checkpoint, beam_size, alpha)
+    config = read_saved_config(os.path.join(run_dir, CONFIG_FILE))
+    split = split or config["data"]["test_split"]
+    corpus = load_corpus(config["data"], split)
+    hypotheses = translate_lines(translator, corpus.sources, config["decode"]["batch_size"])
+    bleu = sacrebleu.metrics.BLEU()
+    cased = bleu.corpus_score(hypotheses, [corpus.targets])
+    lowercase = sacrebleu.metrics.BLEU(lowercase=True).corpus_score(hypotheses, [corpus.targets])
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, [corpus.targets])
+    output = output or os.path.join(run_dir, f"{split}.{checkpoint}.hyp.txt")
+    with open(output, "w", encoding="utf-8") as f:
+        f.write("\n".join(hypotheses) + "\n")
+    exact = np.mean([h == r for h, r in zip(hypotheses, corpus.targets, strict=True)])
+    result = {
+        "split": split,
+        "checkpoint": checkpoint,
+        "sentences": len(hypotheses),
+        "beam_size": translator.beam_size,
+        "alpha": translator.alpha,
+        "bleu": round(cased.score, 2),
+        "bleu_lowercase": round(lowercase.score, 2),
+        "chrf": round(chrf.score, 2),
+        "exact_match": round(float(exact), 4),
+        "signature": str(bleu.get_signature()),
+        "hypotheses": output,
+    }
+    with open(os.path.join(run_dir, f"eval.{split}.{checkpoint}.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    return result
+
+
+def average_checkpoints(run_dir, last=5):
+    """Averages the weights of the last `last` epoch checkpoints into `averaged.keras`.
+
+    Returns:
+        The path of the averaged model.
+    """
+    paths = epoch_checkpoints(os.path.join(run_dir, "checkpoints"))[-last:]
+    if not paths:
+        raise RunError(f"{run_dir} has no epoch checkpoints to average; train it first.")
+    _, model, _, _ = load_run(run_dir, "best")
+    total = [np.zeros_like(w) for w in model.get_weights()]
+    for path in paths:
+        model.load_weights(path)
+        total = [t + w for t, w in zip(total, model.get_weights(), strict=True)]
+    model.set_weights([t / len(paths) for t in total])
+    out = os.path.join(run_dir, CHECKPOINTS["averaged"])
+    model.save(out)
+    print(f"averaged {len(paths)} checkpoints: {', '.join(map(os.path.basename, paths))}")
+    return out
+
+
+def export(run_dir, name=None, base_dir="saved_models", version=None, checkpoint="best", **kw):
+    """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's."""
+    translator = make_translator(run_dir, checkpoint, **kw)
+    name = name or os.path.basename(os.path.normpath(run_dir))
+    return export_translator(translator, name, base_dir=base_dir, version=version)

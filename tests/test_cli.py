@@ -1,0 +1,195 @@
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer.cli import main
+
+TINY = [
+    "data.train_limit=300",
+    "data.tokens_per_batch=1024",
+    "tokenizer.vocab_size=120",
+    "model.num_layers=1",
+    "model.d_model=32",
+    "model.num_heads=2",
+    "model.dff=64",
+    "train.warmup_steps=50",
+    "decode.max_length=24",
+    "decode.beam_size=2",
+]
+
+
+def cli(*args):
+    return main([str(a) for a in args])
+
+
+def tiny_train(run_dir, *extra):
+    args = ["train", "--run-dir", run_dir]
+    for override in TINY + list(extra):
+        args += ["--set", override]
+    return cli(*args)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("runs") / "numbers"
+    assert tiny_train(run_dir, "train.epochs=3", "train.keep_checkpoints=2") == 0
+    return run_dir
+
+
+@pytest.fixture
+def run(trained_run, tmp_path):
+    """A private copy of the trained run."""
+    copy = tmp_path / "numbers"
+    shutil.copytree(trained_run, copy)
+    return copy
+
+
+def test_train_writes_the_run_directory(run, capsys):
+    for name in ["config.json", "model.keras", "trained.json", "metrics.csv"]:
+        assert (run / name).is_file(), name
+    assert (run / "tokenizers" / "source" / "sentencepiece.model").is_file()
+    assert sorted(os.listdir(run / "checkpoints")) == [
+        "epoch-002.weights.h5",
+        "epoch-003.weights.h5",
+    ]
+    assert os.listdir(run / "logs")
+    assert not (run / "backup").exists()  # removed once training finished
+    with open(run / "metrics.csv") as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1", "2"]
+    assert tiny_train(run, "train.epochs=3", "train.keep_checkpoints=2") == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_evaluate_reports_sacrebleu_and_writes_hypotheses(run, capsys):
+    assert cli("evaluate", "--run-dir", run, "--beam-size", 1) == 0
+    out = capsys.readouterr().out
+    assert "BLEU (cased)" in out and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in out
+    assert "chrF" in out and "BLEU (lowercased)" in out
+    with open(run / "test.best.hyp.txt", encoding="utf-8") as f:
+        assert len(f.read().splitlines()) == 1000
+
+
+def test_translate_export_and_the_exported_model_agree(run, tmp_path, capsys, monkeypatch):
+    sentences = ["twenty-one", "", "nine hundred and ninety-nine thousand"]
+    assert cli("translate", "--run-dir", run, *sentences) == 0
+    from_run = capsys.readouterr().out.splitlines()
+    assert len(from_run) == 3
+
+    base = tmp_path / "saved_models"
+    assert cli("export", "--run-dir", run, "--base-dir", base, "--name", "numbers_en_de") == 0
+    assert "exported:" in capsys.readouterr().out
+    version = base / "numbers_en_de" / "1"
+    assert (version / "saved_model.pb").is_file()
+    monkeypatch.setattr(sys, "stdin", open_lines(tmp_path, sentences))
+    assert cli("translate", "--saved-model", version) == 0
+    assert capsys.readouterr().out.splitlines() == from_run
+
+
+def open_lines(tmp_path, lines):
+    path = tmp_path / "stdin.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def test_average_is_the_mean_of_the_last_checkpoints(run):
+    assert cli("average", "--run-dir", run, "--last", 2) == 0
+    averaged = keras.models.load_model(run / "averaged.keras")
+    expected = []
+    for name in ["epoch-002.weights.h5", "epoch-003.weights.h5"]:
+        model = keras.models.load_model(run / "model.keras")
+        model.load_weights(run / "checkpoints" / name)
+        expected.append(model.get_weights())
+    for got, a, b in zip(averaged.get_weights(), *expected, strict=True):
+        np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6)
+    assert cli("translate", "--run-dir", run, "--checkpoint", "averaged", "einundzwanzig") == 0
+
+
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
+    run_dir = tmp_path / "numbers"
+    command = [sys.executable, "-m", "keras_transformer", "train", "--run-dir", str(run_dir)]
+    for override in TINY + ["train.epochs=3", "data.train_limit=600"]:
+        command += ["--set", override]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    metrics = run_dir / "metrics.csv"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (
+        metrics.is_file() and metrics.read_text().count("\n") >= 2
+    ):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)  # Ctrl-C during the second epoch
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr.decode()[-2000:]
+    assert b"resume" in stderr and b"Traceback" not in stderr
+    assert not (run_dir / "trained.json").exists()
+
+    resumed = subprocess.run(command, capture_output=True, env=env, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
+    with open(metrics) as f:
+        epochs = [row["epoch"] for row in csv.DictReader(f)]
+    assert epochs == ["0", "1", "2"]  # epoch 0 was not trained twice
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["train", "--run-dir", "{tmp}/r", "--config", "{tmp}/missing.yaml"],
+            "Config file not found",
+        ),
+        (
+            ["train", "--run-dir", "{tmp}/r", "--set", "train.epoch=3"],
+            "Unknown config key 'train.epoch'",
+        ),
+        (
+            ["train", "--run-dir", "{tmp}/r", "--set", "model.d_model=big"],
+            "'model.d_model' must be of type int",
+        ),
+        (["evaluate", "--run-dir", "{tmp}/nothing"], "is not a run directory"),
+        (["translate", "--saved-model", "{tmp}", "hello"], "No SavedModel"),
+    ],
+)
+def test_user_errors_end_with_one_clear_line(args, message, tmp_path, capsys):
+    assert cli(*[a.format(tmp=tmp_path) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_run_errors_name_the_problem(run, tmp_path, capsys):
+    assert tiny_train(run, "train.epochs=9") == 2
+    assert "train.epochs: 3 -> 9" in capsys.readouterr().err
+    assert cli("evaluate", "--run-dir", run, "--checkpoint", "averaged") == 2
+    assert "run average first" in capsys.readouterr().err
+
+    other = tmp_path / "other"
+    assert (
+        tiny_train(other, "train.epochs=1", "tokenizer.vocab_size=60", "data.train_limit=50") == 0
+    )
+    shutil.rmtree(run / "tokenizers")
+    shutil.copytree(other / "tokenizers", run / "tokenizers")
+    assert cli("translate", "--run-dir", run, "one") == 2
+    assert "they are from different runs" in capsys.readouterr().err
+
+    empty = tmp_path / "empty"
+    shutil.copytree(run, empty)
+    shutil.rmtree(empty / "checkpoints")
+    assert cli("average", "--run-dir", empty) == 2
+    assert "no epoch checkpoints" in capsys.readouterr().err
+
+
+def test_config_file_sets_options(tmp_path):
+    from keras_transformer.config import load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  d_model: 64\ntrain:\n  label_smoothing: 0\n")
+    config = load_config(str(path), ["train.epochs=2"])
+    assert config["model"]["d_model"] == 64 and config["train"]["epochs"] == 2
+    assert config["train"]["label_smoothing"] == 0.0 and config["model"]["num_layers"] == 3
