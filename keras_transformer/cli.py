@@ -71,6 +71,11 @@ def parser():
     export.add_argument("--name", help="model name (default: the run directory's name)")
     export.add_argument("--base-dir", default="saved_models")
     export.add_argument("--version", type=int, help="version (default: the next free one)")
+    export.add_argument(
+        "--ids-only",
+        action="store_true",
+        help="leave out the tokenizers: token ids in and out, for servers without TF Text ops",
+    )
     decode_arguments(export)
     export.set_defaults(command=run_export)
 
@@ -156,6 +161,7 @@ def run_export(args):
         args.base_dir,
         args.version,
         args.checkpoint,
+        text=not args.ids_only,
         beam_size=args.beam_size,
         alpha=args.alpha,
     )

@@ -430,8 +430,14 @@ def average_checkpoints(run_dir, last=5):
     return out
 
 
-def export(run_dir, name=None, base_dir="saved_models", version=None, checkpoint="best", **kw):
-    """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's."""
+def export(
+    run_dir, name=None, base_dir="saved_models", version=None, checkpoint="best", text=True, **kw
+):
+    """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's.
+
+    `text=False` leaves out the tokenizers (see `export_translator`); other
+    keyword arguments go to the `Translator` (`beam_size`, `alpha`).
+    """
     translator = make_translator(run_dir, checkpoint, **kw)
     name = name or os.path.basename(os.path.normpath(run_dir))
-    return export_translator(translator, name, base_dir=base_dir, version=version)
+    return export_translator(translator, name, base_dir=base_dir, version=version, text=text)

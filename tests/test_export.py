@@ -94,6 +94,28 @@ def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(translato
     assert loaded["ids_shape"] == [1, 40]
 
 
+def test_token_id_export_loads_without_tensorflow_text(translator, tmp_path):
+    path = export_translator(translator, "numbers_ids", base_dir=str(tmp_path), text=False)
+    source_ids = translator.source_ids(tf.constant(MIXED)).numpy()
+    expected = translator.translate_ids(source_ids).numpy()
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        import tensorflow as tf
+        model = tf.saved_model.load({path!r})
+        ids = model.signatures["serving_default"](source_ids=tf.constant({source_ids.tolist()}))
+        assert "tensorflow_text" not in sys.modules and "keras_transformer" not in sys.modules
+        print(json.dumps(ids["target_ids"].numpy().tolist()))
+        """
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_array_equal(json.loads(result.stdout.strip().splitlines()[-1]), expected)
+
+
 def test_saved_model_cli_lists_both_signatures(translator, tmp_path):
     path = export_translator(translator, "numbers", base_dir=str(tmp_path))
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
@@ -118,7 +140,7 @@ def readme_python_block(after):
 
 def test_readme_grpc_request_fits_the_exported_signature(translator, tmp_path):
     pytest.importorskip("tensorflow_serving")
-    path = export_translator(translator, "numbers_en_de", base_dir=str(tmp_path))
+    path = export_translator(translator, "numbers_de_en", base_dir=str(tmp_path))
     namespace = {}
     exec(readme_python_block("gRPC, with"), namespace)
     request = namespace["request"]

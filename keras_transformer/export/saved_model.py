@@ -17,7 +17,7 @@ def next_version(model_dir):
     return max(versions, default=0) + 1
 
 
-def export_translator(translator, name, base_dir="saved_models", version=None):
+def export_translator(translator, name, base_dir="saved_models", version=None, text=True):
     """Saves `translator` to `{base_dir}/{name}/{version}/`, ready for TF Serving.
 
     The SavedModel has two signatures:
@@ -33,12 +33,18 @@ def export_translator(translator, name, base_dir="saved_models", version=None):
     SavedModel loads with `tf.saved_model.load` and needs neither Keras nor
     this package.
 
+    A SavedModel that holds the tokenizers cannot be loaded at all where the
+    TensorFlow Text ops are missing. For such servers export with
+    `text=False`: the SavedModel then holds the model alone, and its
+    `serving_default` is the token-id signature.
+
     Args:
         translator: a `keras_transformer.inference.Translator`.
         name: the model's name, the directory TF Serving's `--model_name` serves.
         base_dir: TF Serving's `--model_base_path` parent. Defaults to
             "saved_models".
         version: integer version; defaults to one more than the largest there.
+        text: whether to include the tokenizers and the string signature.
 
     Returns:
         The path of the written version directory.
@@ -75,26 +81,25 @@ def export_translator(translator, name, base_dir="saved_models", version=None):
     # variables: Keras would otherwise add a signature of its own.
     root = tf.Module()
     root.model_variables = list(translator.model.variables)
-    root.source_tokenizer = translator.source_tokenizer
-    root.target_tokenizer = translator.target_tokenizer
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def serve(inputs):
-        return {"outputs": translator(inputs)}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def serve_ids(source_ids):
         return {"target_ids": translator.translate_ids(source_ids)}
 
-    root.serve = serve
     root.serve_ids = serve_ids
+    signatures = {IDS_SIGNATURE: serve_ids.get_concrete_function()}
+    if text:
+        root.source_tokenizer = translator.source_tokenizer
+        root.target_tokenizer = translator.target_tokenizer
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        def serve(inputs):
+            return {"outputs": translator(inputs)}
+
+        root.serve = serve
+        signatures[SERVING_SIGNATURE] = serve.get_concrete_function()
+    else:
+        signatures[SERVING_SIGNATURE] = signatures[IDS_SIGNATURE]
     os.makedirs(model_dir, exist_ok=True)
-    tf.saved_model.save(
-        root,
-        path,
-        signatures={
-            SERVING_SIGNATURE: serve.get_concrete_function(),
-            IDS_SIGNATURE: serve_ids.get_concrete_function(),
-        },
-    )
+    tf.saved_model.save(root, path, signatures=signatures)
     return path
