@@ -42,6 +42,7 @@ from keras_transformer.text import (
     load_tokenizer,
     make_batches,
 )
+from keras_transformer.training.schedules import ScaledSchedule
 
 CONFIG_FILE = "config.json"
 DONE_FILE = "trained.json"
@@ -146,26 +147,6 @@ def compile_model(model, config):
         loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=t["label_smoothing"]),
         metrics=[kt.MaskedAccuracy()],
     )
-
-
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Another schedule's rate times a constant `scale`."""
-
-    def __init__(self, schedule, scale):
-        self.schedule = schedule
-        self.scale = scale
-
-    def __call__(self, step):
-        return self.schedule(step) * self.scale
-
-    def get_config(self):
-        return {"schedule": keras.saving.serialize_keras_object(self.schedule), "scale": self.scale}
-
-    @classmethod
-    def from_config(cls, config):
-        schedule = keras.saving.deserialize_keras_object(config["schedule"])
-        return cls(schedule, config["scale"])
 
 
 class PruneCheckpoints(keras.callbacks.Callback):

@@ -115,7 +115,8 @@ def test_average_is_the_mean_of_the_last_checkpoints(run):
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     run_dir = tmp_path / "numbers"
     command = [sys.executable, "-m", "keras_transformer", "train", "--run-dir", str(run_dir)]
-    for override in TINY + ["train.epochs=3", "data.train_limit=600"]:
+    # Epochs of a few seconds each, so that the interrupt lands inside the second.
+    for override in TINY + ["train.epochs=3", "data.train_limit=4000"]:
         command += ["--set", override]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)

@@ -106,3 +106,15 @@ def test_masked_accuracy_counts_only_real_tokens():
     np.testing.assert_allclose(float(metric.result()), 2 / 4)
     metric.update_state(y_true[:1], np.eye(4)[y_true[:1]])  # 3 of 3 right
     np.testing.assert_allclose(float(metric.result()), 5 / 7)
+
+
+def test_scaled_schedule_scales_and_serializes():
+    from keras_transformer.training import ScaledSchedule
+
+    scaled = ScaledSchedule(kt.TransformerSchedule(256, warmup_steps=800), 0.7)
+    np.testing.assert_allclose(float(scaled(800)), 0.7 * paper_rate(800, 256, 800), rtol=1e-6)
+    optimizer = keras.optimizers.Adam(scaled)
+    restored = keras.optimizers.Adam.from_config(optimizer.get_config())
+    np.testing.assert_allclose(float(restored.learning_rate), float(optimizer.learning_rate))
+    serialized = restored.get_config()["learning_rate"]
+    assert serialized["registered_name"] == "keras_transformer>ScaledSchedule"

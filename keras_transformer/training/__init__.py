@@ -2,6 +2,11 @@
 
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
-from keras_transformer.training.schedules import TransformerSchedule
+from keras_transformer.training.schedules import ScaledSchedule, TransformerSchedule
 
-__all__ = ["MaskedAccuracy", "MaskedSparseCategoricalCrossentropy", "TransformerSchedule"]
+__all__ = [
+    "MaskedAccuracy",
+    "MaskedSparseCategoricalCrossentropy",
+    "ScaledSchedule",
+    "TransformerSchedule",
+]

@@ -45,3 +45,30 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Another schedule's learning rate times a constant.
+
+    Args:
+        schedule: a `LearningRateSchedule`, e.g. `TransformerSchedule`.
+        scale: the factor.
+
+    Example:
+    >>> ScaledSchedule(TransformerSchedule(256, warmup_steps=800), 0.7)(800)  # 0.7 * peak
+    """
+
+    def __init__(self, schedule, scale):
+        self.schedule = schedule
+        self.scale = scale
+
+    def __call__(self, step):
+        return self.schedule(step) * self.scale
+
+    def get_config(self):
+        return {"schedule": keras.saving.serialize_keras_object(self.schedule), "scale": self.scale}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(keras.saving.deserialize_keras_object(config["schedule"]), config["scale"])
