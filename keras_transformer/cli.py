@@ -142,14 +142,10 @@ def translate_with_saved_model(path, sentences):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
+    from keras_transformer.workflow import translate_lines
+
     serve = tf.saved_model.load(path).signatures["serving_default"]
-    outputs = []
-    for start in range(0, len(sentences), 64):
-        batch = tf.constant(sentences[start : start + 64], tf.string)
-        outputs += [
-            o.decode("utf-8", errors="replace") for o in serve(inputs=batch)["outputs"].numpy()
-        ]
-    return outputs
+    return translate_lines(lambda batch: serve(inputs=batch)["outputs"], sentences)
 
 
 def run_export(args):

@@ -107,12 +107,10 @@ def prepare_tokenizers(run_dir, config, corpus):
     """Loads the run's tokenizers, or trains them on `corpus` and saves them."""
     source_dir = os.path.join(run_dir, "tokenizers", "source")
     target_dir = os.path.join(run_dir, "tokenizers", "target")
-    shared = config["tokenizer"]["shared"]
     if os.path.isdir(source_dir):
-        source = load_tokenizer(source_dir)
-        return source, source if shared else load_tokenizer(target_dir)
+        return load_tokenizers(run_dir, config)
     settings = config["tokenizer"]
-    if shared:
+    if settings["shared"]:
         source = target = train_tokenizer(settings, corpus.sources + corpus.targets)
     else:
         source = train_tokenizer(settings, corpus.sources)
@@ -302,7 +300,7 @@ def load_run(run_dir, checkpoint="best"):
     if not os.path.isfile(model_path):
         hint = "run average first" if checkpoint == "averaged" else "train it first"
         raise RunError(f"{model_path} does not exist; {hint}.")
-    source, target = prepare_tokenizers_for_loading(run_dir, config)
+    source, target = load_tokenizers(run_dir, config)
     model = keras.models.load_model(model_path)
     for side, tokenizer, size in [
         ("source", source, model.input_vocab_size),
@@ -316,7 +314,8 @@ def load_run(run_dir, checkpoint="best"):
     return config, model, source, target
 
 
-def prepare_tokenizers_for_loading(run_dir, config):
+def load_tokenizers(run_dir, config):
+    """The run's saved `(source, target)` tokenizers (one object if shared)."""
     source_dir = os.path.join(run_dir, "tokenizers", "source")
     if not os.path.isdir(source_dir):
         raise RunError(f"{run_dir} has no tokenizers; train it first.")
@@ -340,7 +339,11 @@ def make_translator(run_dir, checkpoint="best", beam_size=None, alpha=None, max_
 
 
 def translate_lines(translator, lines, batch_size=64):
-    """Translates a list of strings in batches, sorted by length for speed."""
+    """Translates a list of strings in batches, sorted by length for speed.
+
+    `translator` is any callable from a `tf.string` batch `(B,)` to one, such
+    as a `Translator` or a loaded SavedModel's `serving_default`.
+    """
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
     out = [None] * len(lines)
     for start in range(0, len(order), batch_size):

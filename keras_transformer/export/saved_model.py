@@ -5,6 +5,8 @@ import re
 
 import tensorflow as tf
 
+from keras_transformer.validation import check_positive_int
+
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 
@@ -68,8 +70,7 @@ def export_translator(translator, name, base_dir="saved_models", version=None, t
     model_dir = os.path.join(base_dir, name)
     if version is None:
         version = next_version(model_dir)
-    if isinstance(version, bool) or not isinstance(version, int) or version <= 0:
-        raise ValueError(f"`version` must be a positive integer. Received: version={version!r}")
+    check_positive_int("version", version)
     path = os.path.join(model_dir, str(version))
     if os.path.exists(path):
         raise FileExistsError(
