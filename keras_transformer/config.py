@@ -50,6 +50,8 @@ DEFAULTS = {
         "dropout_rate": 0.1,
         "attention_dropout_rate": 0.0,
         "norm_first": False,
+        # null (separate) | output (target embedding = pre-softmax projection) | all
+        "shared_embeddings": None,
     },
     "train": {
         "epochs": 6,

@@ -132,6 +132,7 @@ def build_model(config, source_vocab, target_vocab):
         dropout_rate=m["dropout_rate"],
         attention_dropout_rate=m["attention_dropout_rate"],
         norm_first=m["norm_first"],
+        shared_embeddings=m["shared_embeddings"],
     )
 
 

@@ -10,15 +10,27 @@ from keras_transformer.inference import beam_search, greedy_search, length_penal
 BOS, EOS = 2, 3
 
 
-def random_model(norm_first):
+def random_model(norm_first, shared_embeddings=None):
+    vocab = 60 if shared_embeddings == "all" else 50
     return kt.Transformer(
-        2, 32, 4, 64, 50, 60, norm_first=norm_first, dropout_rate=0.3, attention_dropout_rate=0.2
+        2,
+        32,
+        4,
+        64,
+        vocab,
+        60,
+        norm_first=norm_first,
+        dropout_rate=0.3,
+        attention_dropout_rate=0.2,
+        shared_embeddings=shared_embeddings,
     )
 
 
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first):
-    model = random_model(norm_first)
+@pytest.mark.parametrize(
+    "norm_first, shared_embeddings", [(False, None), (True, None), (False, "all")]
+)
+def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first, shared_embeddings):
+    model = random_model(norm_first, shared_embeddings)
     rng = np.random.default_rng(0)
     source = rng.integers(1, 50, (3, 7)).astype("int32")
     source[1, 4:] = 0
@@ -30,7 +42,7 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first):
     steps = []
     for t in range(6):
         x, cache = model.decoder.call_with_cache(target[:, t : t + 1], t, cache, source != 0)
-        steps.append(model.final_layer(x).numpy()[:, 0])
+        steps.append(model.output_logits(x).numpy()[:, 0])
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
 

@@ -52,6 +52,7 @@ CASES = [
             {k: v for k, v in STACK.items() if k != "vocab_size"},
             input_vocab_size=19,
             target_vocab_size=21,
+            shared_embeddings="output",
         ),
     ),
     (kt.TransformerSchedule, dict(d_model=64, warmup_steps=123)),

@@ -63,9 +63,16 @@ def test_mixed_precision_with_fully_padded_rows_stays_finite(policy):
     assert np.isfinite(float(loss))
 
 
-def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(tmp_path):
+@pytest.mark.parametrize("shared_embeddings", [None, "all"])
+def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(
+    tmp_path, shared_embeddings
+):
     model = small_model(
-        norm_first=True, positional_encoding_layout="concatenated", attention_dropout_rate=0.2
+        norm_first=True,
+        positional_encoding_layout="concatenated",
+        attention_dropout_rate=0.2,
+        target_vocab_size=30,
+        shared_embeddings=shared_embeddings,
     )
     compile_like_the_paper(model, warmup_steps=50)
     model.fit(dataset(copy_pairs(32)), epochs=1, verbose=0)
@@ -79,6 +86,29 @@ def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(tm
         ops.convert_to_numpy(model((SOURCE, TARGET))),
     )
     assert isinstance(loaded.loss, kt.MaskedSparseCategoricalCrossentropy)
+    assert len(loaded.weights) == len(model.weights)
+    if shared_embeddings == "all":
+        assert loaded.decoder.embedding is loaded.encoder.embedding
+
+
+@pytest.mark.parametrize("shared_embeddings, tied_matrices", [("output", 1), ("all", 2)])
+def test_shared_embeddings_are_one_matrix_that_also_projects_to_logits(
+    shared_embeddings, tied_matrices
+):
+    separate = small_model(target_vocab_size=30)
+    tied = small_model(target_vocab_size=30, shared_embeddings=shared_embeddings)
+    separate((SOURCE, TARGET))
+    tied((SOURCE, TARGET))
+    assert separate.count_params() - tied.count_params() == tied_matrices * 30 * 32
+    embedding = tied.decoder.embedding.token_embedding.embeddings  # (V, D)
+    assert (tied.encoder.embedding is tied.decoder.embedding) == (shared_embeddings == "all")
+
+    tied.output_bias.assign(np.random.default_rng(0).normal(size=30))
+    x = ops.convert_to_numpy(tied.decoder(TARGET, tied.encoder(SOURCE)))  # (B, T, D)
+    expected = x @ ops.convert_to_numpy(embedding).T + ops.convert_to_numpy(tied.output_bias)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(tied((SOURCE, TARGET))), expected, rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize(
@@ -106,6 +136,13 @@ def test_bad_sizes_fail_early():
         ValueError, match=r"`dropout_rate` must be a number in \[0, 1\).*dropout_rate=-0.1"
     ):
         small_model(dropout_rate=-0.1)
+    with pytest.raises(ValueError, match=r"`shared_embeddings` must be one of.*'yes'"):
+        small_model(shared_embeddings="yes")
+    with pytest.raises(
+        ValueError,
+        match=r"needs one vocabulary.*input_vocab_size=30, target_vocab_size=40",
+    ):
+        small_model(shared_embeddings="all")
 
 
 # Training on a synthetic task: copy (or reverse) a sequence of random tokens.

@@ -40,7 +40,7 @@ def _log_probs(model, token_ids, step, cache, context_mask, bos_id):
     Padding (0) and BOS are never generated: their logits are blocked.
     """
     x, cache = model.decoder.call_with_cache(token_ids[:, None], step, cache, context_mask)
-    logits = tf.cast(model.final_layer(x)[:, 0], tf.float32)  # (B, V)
+    logits = tf.cast(model.output_logits(x)[:, 0], tf.float32)  # (B, V)
     vocab = tf.shape(logits)[-1]
     blocked = tf.one_hot(0, vocab) + tf.one_hot(bos_id, vocab)  # (V,)
     return tf.nn.log_softmax(logits + blocked * NEG_INF), cache

@@ -111,6 +111,9 @@ class TransformerStack(keras.layers.Layer):
         activation: activation of the feed-forward networks.
         positional_encoding_layout: `"interleaved"` (paper) or
             `"concatenated"` (TF tutorial).
+        embedding: optional `PositionalEmbedding` to use instead of a new
+            one, so that two stacks share it (`Transformer` does this with
+            `shared_embeddings="all"`). It is not part of `get_config`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -129,6 +132,7 @@ class TransformerStack(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         activation="relu",
         positional_encoding_layout="interleaved",
+        embedding=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -144,14 +148,22 @@ class TransformerStack(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = activation
         self.positional_encoding_layout = positional_encoding_layout
-        self.embedding = PositionalEmbedding(
-            vocab_size,
-            d_model,
-            dropout_rate=dropout_rate,
-            layout=positional_encoding_layout,
-            dtype=self.dtype_policy,
-            name="embedding",
-        )
+        if embedding is None:
+            embedding = PositionalEmbedding(
+                vocab_size,
+                d_model,
+                dropout_rate=dropout_rate,
+                layout=positional_encoding_layout,
+                dtype=self.dtype_policy,
+                name="embedding",
+            )
+        elif (embedding.vocab_size, embedding.d_model) != (vocab_size, d_model):
+            raise ValueError(
+                "`embedding` must have this stack's vocab_size and d_model. Received: "
+                f"embedding with vocab_size={embedding.vocab_size}, "
+                f"d_model={embedding.d_model} for vocab_size={vocab_size}, d_model={d_model}"
+            )
+        self.embedding = embedding
         self.blocks = [
             self.block_class(
                 d_model,
@@ -174,7 +186,8 @@ class TransformerStack(keras.layers.Layer):
             )
 
     def _build_embedding_and_norm(self, token_ids_shape):
-        self.embedding.build(token_ids_shape)
+        if not self.embedding.built:  # a shared embedding is built once
+            self.embedding.build(token_ids_shape)
         hidden_shape = (*token_ids_shape, self.d_model)
         if self.final_norm is not None:
             self.final_norm.build(hidden_shape)

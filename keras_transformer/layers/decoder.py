@@ -162,6 +162,8 @@ class Decoder(TransformerStack):
         activation: activation of the feed-forward networks.
         positional_encoding_layout: `"interleaved"` (paper) or
             `"concatenated"` (TF tutorial).
+        embedding: optional `PositionalEmbedding` to share with another
+            stack instead of a new one (not part of `get_config`).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -7,13 +7,15 @@ from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.validation import check_token_ids_shape
 
+SHARED_EMBEDDINGS = (None, "output", "all")
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """Encoder-decoder Transformer that maps token ids to next-token logits.
 
     source ids -> Encoder -> memory; target ids + memory -> Decoder ->
-    Dense(target_vocab_size) -> logits. Token id 0 is padding on both sides:
+    linear projection to target_vocab_size -> logits. Token id 0 is padding on both sides:
     padded source tokens are never attended to, and target position t sees
     only target positions 0..t. Trained with teacher forcing on
     `((source_ids, target_in_ids), target_out_ids)` where
@@ -35,6 +37,13 @@ class Transformer(keras.Model):
         activation: activation of the feed-forward networks. Defaults to relu.
         positional_encoding_layout: `"interleaved"` (paper, default) or
             `"concatenated"` (TF tutorial).
+        shared_embeddings: which weight matrices are one `(V, D)` matrix.
+            None (default): the source embedding, the target embedding and
+            the pre-softmax projection are separate. `"output"`: the target
+            embedding is also the pre-softmax projection (transposed; the
+            projection keeps its own bias). `"all"`: the source embedding
+            too, as in the paper (§3.4); needs
+            `input_vocab_size == target_vocab_size`, i.e. a shared vocabulary.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -46,8 +55,9 @@ class Transformer(keras.Model):
         float32 logits `(B, T, V)` (no softmax: losses take `from_logits`).
 
     Raises:
-        ValueError: on bad sizes or rates, inputs that are not a pair, or
-            token ids that are not integer rank-2 tensors.
+        ValueError: on bad sizes or rates, an unknown `shared_embeddings`,
+            `shared_embeddings="all"` with two vocabulary sizes, inputs that
+            are not a pair, or token ids that are not integer rank-2 tensors.
 
     Example:
     ```python
@@ -72,9 +82,20 @@ class Transformer(keras.Model):
         layer_norm_epsilon=1e-6,
         activation="relu",
         positional_encoding_layout="interleaved",
+        shared_embeddings=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if shared_embeddings not in SHARED_EMBEDDINGS:
+            raise ValueError(
+                f"`shared_embeddings` must be one of {SHARED_EMBEDDINGS}. "
+                f"Received: shared_embeddings={shared_embeddings!r}"
+            )
+        if shared_embeddings == "all" and input_vocab_size != target_vocab_size:
+            raise ValueError(
+                '`shared_embeddings="all"` needs one vocabulary for both sides. Received: '
+                f"input_vocab_size={input_vocab_size}, target_vocab_size={target_vocab_size}"
+            )
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
@@ -87,6 +108,7 @@ class Transformer(keras.Model):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = activation
         self.positional_encoding_layout = positional_encoding_layout
+        self.shared_embeddings = shared_embeddings
         shared = dict(
             num_layers=num_layers,
             d_model=d_model,
@@ -101,10 +123,15 @@ class Transformer(keras.Model):
             dtype=self.dtype_policy,
         )
         self.encoder = Encoder(vocab_size=input_vocab_size, name="encoder", **shared)
-        self.decoder = Decoder(vocab_size=target_vocab_size, name="decoder", **shared)
-        self.final_layer = keras.layers.Dense(
-            target_vocab_size, dtype=self.dtype_policy, name="logits"
+        embedding = self.encoder.embedding if shared_embeddings == "all" else None
+        self.decoder = Decoder(
+            vocab_size=target_vocab_size, embedding=embedding, name="decoder", **shared
         )
+        self.final_layer = None
+        if shared_embeddings is None:
+            self.final_layer = keras.layers.Dense(
+                target_vocab_size, dtype=self.dtype_policy, name="logits"
+            )
 
     def build(self, inputs_shape):
         source_shape, target_shape = self._split(inputs_shape, "inputs")
@@ -113,14 +140,33 @@ class Transformer(keras.Model):
         self.encoder.build(source_shape)
         context_shape = (*source_shape, self.d_model)
         self.decoder.build(target_shape, context_shape)
-        self.final_layer.build((*target_shape, self.d_model))
+        if self.final_layer is None:
+            self.output_bias = self.add_weight(
+                name="output_bias", shape=(self.target_vocab_size,), initializer="zeros"
+            )
+        else:
+            self.final_layer.build((*target_shape, self.d_model))
 
     def call(self, inputs, training=None):
         source_ids, target_ids = self._split(inputs, "inputs")
         context = self.encoder(source_ids, training=training)  # (B, S, D)
         x = self.decoder(target_ids, context, training=training)  # (B, T, D)
-        logits = self.final_layer(x)  # (B, T, V)
-        return ops.cast(logits, "float32")
+        return ops.cast(self.output_logits(x), "float32")  # (B, T, V)
+
+    def output_logits(self, x):
+        """The pre-softmax projection: decoder outputs to next-token logits.
+
+        Args:
+            x: decoder outputs `(B, T, D)`.
+
+        Returns:
+            logits `(B, T, V)` in the compute dtype.
+        """
+        if self.final_layer is not None:
+            return self.final_layer(x)
+        embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
+        logits = ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype)))
+        return logits + ops.cast(self.output_bias, x.dtype)
 
     @staticmethod
     def _split(inputs, name):
@@ -146,4 +192,5 @@ class Transformer(keras.Model):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "activation": self.activation,
             "positional_encoding_layout": self.positional_encoding_layout,
+            "shared_embeddings": self.shared_embeddings,
         }
