@@ -82,3 +82,13 @@ def test_encoder_layer_composes_in_a_functional_classifier_and_trains():
     np.testing.assert_allclose(
         model.predict(data[:4], verbose=0), model.predict(longer, verbose=0), atol=1e-5
     )
+
+
+def test_a_shared_embedding_must_match_the_stack():
+    embedding = layers.PositionalEmbedding(vocab_size=20, d_model=16)
+    with pytest.raises(
+        ValueError, match=r"`embedding` must have this stack's vocab_size.*vocab_size=20.*=30"
+    ):
+        layers.Encoder(2, 16, 4, 32, vocab_size=30, embedding=embedding)
+    encoder = layers.Encoder(2, 16, 4, 32, vocab_size=20, embedding=embedding)
+    assert encoder.embedding is embedding

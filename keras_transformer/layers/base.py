@@ -186,8 +186,7 @@ class TransformerStack(keras.layers.Layer):
             )
 
     def _build_embedding_and_norm(self, token_ids_shape):
-        if not self.embedding.built:  # a shared embedding is built once
-            self.embedding.build(token_ids_shape)
+        self.embedding.build(token_ids_shape)  # a shared one keeps its weights (Keras)
         hidden_shape = (*token_ids_shape, self.d_model)
         if self.final_norm is not None:
             self.final_norm.build(hidden_shape)
