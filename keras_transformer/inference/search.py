@@ -1,20 +1,30 @@
-"""Greedy and beam search over a trained `Transformer`, with cached keys and values.
+"""Greedy and beam search with cached keys and values.
 
-Both searches encode the source once, then run the decoder one position at a
-time (`Decoder.call_with_cache`) inside one `tf.while_loop`, so a call traced
-by `tf.function` is a single graph with no Python in the loop. Token ids
-follow the package: 0 is padding; decoding starts from `bos_id` and a
-hypothesis ends with `eos_id`.
+Both searches are written against the model's step interface and nothing
+else of it (see `Transformer.encode`, `initial_cache` and `decode_step`):
 
-Outputs are `(B, max_length)` int32 ids, 0 after each row's EOS (or at the
-end of rows that reached `max_length` without one); BOS is not included.
+    state = model.encode(source_ids)                 # once
+    cache = model.initial_cache(state, max_length)
+    logits, cache = model.decode_step(tokens, step, cache, state)   # per step
+
+`state` and `cache` are nests of tensors whose first axis is the batch, so
+beam search can repeat the state for its beams and reorder the cache by
+parent hypothesis without knowing what they hold. Each search is one
+`tf.while_loop`: traced by `tf.function`, a call is a single graph with no
+Python in the loop.
+
+Token ids follow the package: 0 is padding; decoding starts from `bos_id` and
+a hypothesis ends with `eos_id`. Padding and BOS are never generated. Outputs
+are `(B, max_length)` int32 ids, 0 after each row's EOS (or at the end of rows
+that reached `max_length` without one); BOS is not included.
 """
 
 import tensorflow as tf
 
+from keras_transformer.layers.masks import PAD_ID
 from keras_transformer.validation import check_positive_int
 
-NEG_INF = -1e9
+MINUS_INF = float("-inf")
 
 
 def length_penalty(length, alpha):
@@ -22,35 +32,34 @@ def length_penalty(length, alpha):
     return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
 
 
-def encode(model, source_ids):
-    """Runs the encoder once: `(context (B, S, D), context_mask (B, S))`."""
+def check_source_ids(source_ids):
+    """`source_ids` as a tensor, or a `ValueError` unless it is integer `(B, S)`."""
     source_ids = tf.convert_to_tensor(source_ids)
     if source_ids.dtype not in (tf.int32, tf.int64) or source_ids.shape.rank != 2:
         raise ValueError(
             "`source_ids` must be integer token ids of shape (batch, seq). "
             f"Received: source_ids with dtype={source_ids.dtype.name}, shape={source_ids.shape}"
         )
-    context = model.encoder(source_ids, training=False)  # (B, S, D)
-    return context, source_ids != 0
+    return source_ids
 
 
-def _log_probs(model, token_ids, step, cache, context_mask, bos_id):
-    """One decoder step: `(log p(next token) (B, V) in float32, cache)`.
+def next_log_probs(model, token_ids, step, cache, state, bos_id):
+    """One decoding step: `(log p(next token) (B, V) float32, cache)`.
 
-    Padding (0) and BOS are never generated: their logits are blocked.
+    Padding and BOS get probability zero: they are never generated.
     """
-    x, cache = model.decoder.call_with_cache(token_ids[:, None], step, cache, context_mask)
-    logits = tf.cast(model.output_logits(x)[:, 0], tf.float32)  # (B, V)
-    vocab = tf.shape(logits)[-1]
-    blocked = tf.one_hot(0, vocab) + tf.one_hot(bos_id, vocab)  # (V,)
-    return tf.nn.log_softmax(logits + blocked * NEG_INF), cache
+    logits, cache = model.decode_step(token_ids, step, cache, state)  # (B, V)
+    token = tf.range(tf.shape(logits)[-1])  # (V,)
+    blocked = (token == PAD_ID) | (token == bos_id)
+    return tf.nn.log_softmax(tf.where(blocked, MINUS_INF, logits)), cache
 
 
 def greedy_search(model, source_ids, bos_id, eos_id, max_length=64):
     """Picks the most likely next token at every step.
 
     Args:
-        model: a `keras_transformer.Transformer`.
+        model: a `keras_transformer.Transformer`, or any object with its
+            step interface (`encode`, `initial_cache`, `decode_step`).
         source_ids: int `(B, S)`, 0-padded.
         bos_id: id the decoder starts from.
         eos_id: id that ends a hypothesis.
@@ -67,19 +76,18 @@ def greedy_search(model, source_ids, bos_id, eos_id, max_length=64):
     ```
     """
     check_positive_int("max_length", max_length)
-    context, context_mask = encode(model, source_ids)
-    batch = tf.shape(context)[0]
-    cache = model.decoder.initial_cache(context, max_length)
+    source_ids = check_source_ids(source_ids)
+    state = model.encode(source_ids)
+    batch = tf.shape(source_ids)[0]
+    cache = model.initial_cache(state, max_length)
 
     def body(step, token, output, finished, score, cache):
-        log_probs, cache = _log_probs(model, token, step, cache, context_mask, bos_id)
+        log_probs, cache = next_log_probs(model, token, step, cache, state, bos_id)
         token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
         best = tf.reduce_max(log_probs, axis=-1)
-        token = tf.where(finished, 0, token)
+        token = tf.where(finished, PAD_ID, token)
         score += tf.where(finished, 0.0, best)
-        output = tf.tensor_scatter_nd_update(
-            output, tf.stack([tf.range(batch), tf.fill([batch], step)], axis=1), token
-        )  # (B, L)
+        output = write_column(output[:, None], step, token[:, None])[:, 0]  # (B, L)
         finished |= token == eos_id
         return step + 1, token, output, finished, score, cache
 
@@ -104,27 +112,45 @@ def greedy_search(model, source_ids, bos_id, eos_id, max_length=64):
 def beam_search(model, source_ids, bos_id, eos_id, max_length=64, beam_size=4, alpha=0.6):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
-    Scores are GNMT's: log P(Y | X) / length_penalty(|Y|, alpha), with |Y|
-    counting EOS. At each step the 2k best extensions of the k live
-    hypotheses are ranked by log-probability; those among the first k that
-    end in EOS are finished, and the best k others live on. A sentence is done
-    when it has k finished hypotheses or no live one can still beat the worst
-    of them (alpha >= 0); the loop stops when all are done or at
-    `max_length`, where live hypotheses count as finished. With
-    `beam_size=1` this is greedy search exactly.
+    A finished hypothesis Y scores log P(Y | X) / length_penalty(|Y|, alpha)
+    (GNMT), |Y| counting EOS. Each step extends the k live hypotheses of a
+    sentence and takes the 2k most probable extensions, as fairseq does:
+    those among the first k that end in EOS join a pool of the k best
+    finished hypotheses, and the k best that do not end stay alive (2k
+    extensions hold at least k of them: each live hypothesis has only one
+    EOS extension). An EOS extension ranked below k others is left out, as a
+    beam of k would not hold it.
+
+    The stopping rule is tensor2tensor's and the TF Model Garden's: a
+    sentence is done only when no live hypothesis can still beat the worst of
+    its k finished ones, i.e. when even the best live log-probability (which
+    can only fall) under the most favourable length penalty still ahead,
+    max over |Y| in [step + 2, max_length] of log P / length_penalty(|Y|),
+    is no better than it. With fewer than k finished hypotheses a sentence is
+    never done before `max_length`, where its live hypotheses compete as they
+    are. fairseq instead stops a sentence as soon as it holds k finished
+    hypotheses; on a confident model the EOS extensions of the one good
+    hypothesis fill those k places within k steps, and the good hypothesis,
+    still live, is lost. The bound costs extra steps only on sentences whose
+    best hypothesis is still live, where they are needed. With
+    `beam_size=1` and `alpha=0` this is greedy search exactly; with
+    `alpha > 0` one beam may go on past greedy's EOS, when the next best
+    hypothesis can still win once its length is counted.
 
     Args:
-        model: a `keras_transformer.Transformer`.
+        model: a `keras_transformer.Transformer`, or any object with its
+            step interface (`encode`, `initial_cache`, `decode_step`).
         source_ids: int `(B, S)`, 0-padded.
         bos_id: id the decoder starts from.
         eos_id: id that ends a hypothesis.
         max_length: most tokens to generate, EOS included.
         beam_size: hypotheses kept per sentence, k.
-        alpha: strength of the length penalty; 0 ranks by log-probability.
+        alpha: strength of the length penalty; 0 ranks by log-probability,
+            negative values favour short outputs.
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
-        finished hypothesis of each sentence and its normalized score.
+        hypothesis of each sentence and its normalized score.
 
     Example:
     ```python
@@ -135,12 +161,11 @@ def beam_search(model, source_ids, bos_id, eos_id, max_length=64, beam_size=4, a
     check_positive_int("max_length", max_length)
     check_positive_int("beam_size", beam_size)
     k = beam_size
-    context, context_mask = encode(model, source_ids)
-    batch = tf.shape(context)[0]
-    # Every hypothesis of a sentence shares its context: repeat it k times.
-    context = tf.repeat(context, k, axis=0)  # (B*k, S, D)
-    context_mask = tf.repeat(context_mask, k, axis=0)  # (B*k, S)
-    cache = model.decoder.initial_cache(context, max_length)
+    source_ids = check_source_ids(source_ids)
+    batch = tf.shape(source_ids)[0]
+    # Every hypothesis of a sentence shares its state: repeat it k times.
+    state = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), model.encode(source_ids))
+    cache = model.initial_cache(state, max_length)  # (B*k, ...)
     batch_offsets = tf.range(batch)[:, None] * k  # (B, 1)
 
     def last_token(alive_seq, step):
@@ -149,8 +174,8 @@ def beam_search(model, source_ids, bos_id, eos_id, max_length=64, beam_size=4, a
 
     def body(step, alive_seq, alive_logp, finished_seq, finished_score, done, cache):
         token = last_token(alive_seq, step)  # (B, k)
-        log_probs, cache = _log_probs(
-            model, tf.reshape(token, [-1]), step, cache, context_mask, bos_id
+        log_probs, cache = next_log_probs(
+            model, tf.reshape(token, [-1]), step, cache, state, bos_id
         )  # (B*k, V)
         vocab = tf.shape(log_probs)[-1]
         candidates = alive_logp[:, :, None] + tf.reshape(log_probs, [batch, k, vocab])
@@ -161,36 +186,36 @@ def beam_search(model, source_ids, bos_id, eos_id, max_length=64, beam_size=4, a
         top_seq = write_column(top_seq, step, top_token)
         is_eos = top_token == eos_id
 
-        # 1. EOS among the first k candidates: finished, ranked by normalized score.
-        among_first_k = tf.range(2 * k)[None, :] < k
+        # 1. EOS among the first k extensions: joins the pool of the k best finished.
+        among_first_k = tf.range(2 * k)[None, :] < k  # (1, 2k)
         new_score = top_logp / length_penalty(step + 1, alpha)
-        new_score = tf.where(is_eos & among_first_k & ~done[:, None], new_score, NEG_INF)
+        new_score = tf.where(is_eos & among_first_k & ~done[:, None], new_score, MINUS_INF)
         pool_seq = tf.concat([finished_seq, top_seq], axis=1)  # (B, 3k, L)
         pool_score = tf.concat([finished_score, new_score], axis=1)  # (B, 3k)
-        finished_score, best = tf.math.top_k(pool_score, k)
+        finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
         finished_seq = tf.gather(pool_seq, best, batch_dims=1)  # (B, k, L)
 
-        # 2. The best k candidates that did not end live on.
-        live_logp = tf.where(is_eos, NEG_INF, top_logp)
-        alive_logp, best = tf.math.top_k(live_logp, k)  # (B, k)
+        # 2. The k best extensions that did not end live on; their caches
+        # are their parents'.
+        alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
         alive_seq = tf.gather(top_seq, best, batch_dims=1)  # (B, k, L)
         parent = tf.reshape(tf.gather(top_beam, best, batch_dims=1) + batch_offsets, [-1])
-        cache = {
-            "self": tf.nest.map_structure(lambda c: tf.gather(c, parent), cache["self"]),
-            "cross": cache["cross"],
-        }
+        cache = tf.nest.map_structure(lambda c: tf.gather(c, parent), cache)  # (B*k, ...)
 
-        # 3. Done: k finished, or no live hypothesis can overtake the worst of them.
-        best_possible = alive_logp[:, 0] / length_penalty(max_length, alpha)
-        done |= finished_score[:, -1] > NEG_INF / 2
-        if alpha >= 0:
-            done |= best_possible < finished_score[:, -1]
+        # 3. Done: the best live hypothesis cannot beat the worst finished one.
+        best_possible = alive_logp[:, 0] / tf.maximum(
+            length_penalty(tf.minimum(step + 2, max_length), alpha),
+            length_penalty(max_length, alpha),
+        )  # (B,); log P <= 0, so the larger penalty is the more favourable one
+        done |= best_possible <= finished_score[:, -1]
         return step + 1, alive_seq, alive_logp, finished_seq, finished_score, done, cache
 
     def not_done(step, alive_seq, alive_logp, finished_seq, finished_score, done, cache):
         return (step < max_length) & ~tf.reduce_all(done)
 
-    first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, k - 1], NEG_INF)], axis=1)
+    first_beam_only = tf.concat(
+        [tf.zeros([batch, 1]), tf.fill([batch, k - 1], MINUS_INF)], axis=1
+    )  # (B, k)
     _, alive_seq, alive_logp, finished_seq, finished_score, done, _ = tf.while_loop(
         not_done,
         body,
@@ -199,14 +224,14 @@ def beam_search(model, source_ids, bos_id, eos_id, max_length=64, beam_size=4, a
             tf.zeros([batch, k, max_length], tf.int32),
             first_beam_only,
             tf.zeros([batch, k, max_length], tf.int32),
-            tf.fill([batch, k], NEG_INF),
+            tf.fill([batch, k], MINUS_INF),
             tf.zeros([batch], tf.bool),
             cache,
         ),
     )
     # Sentences cut at max_length: their live hypotheses compete as they are.
     alive_score = alive_logp / length_penalty(max_length, alpha)
-    alive_score = tf.where(done[:, None], NEG_INF, alive_score)
+    alive_score = tf.where(done[:, None], MINUS_INF, alive_score)
     pool_seq = tf.concat([finished_seq, alive_seq], axis=1)  # (B, 2k, L)
     pool_score = tf.concat([finished_score, alive_score], axis=1)  # (B, 2k)
     best = tf.argmax(pool_score, axis=1, output_type=tf.int32)  # (B,)

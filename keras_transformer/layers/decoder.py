@@ -232,18 +232,24 @@ class Decoder(TransformerStack):
             max_length: number of positions the self-attention cache holds.
 
         Returns:
-            Dict with `"self"`: per layer an all-zero pair `(keys, values)`,
-            each `(B, H, max_length, K)`; and `"cross"`: per layer the pair
-            of keys and values of `context`, each `(B, H, S, K)`.
+            Dict with `"self"`: `self_cache(B, max_length)`; and `"cross"`:
+            `cross_cache(context)`.
         """
-        batch = ops.shape(context)[0]
-        depth = self.d_model // self.num_heads
-        shape = (batch, self.num_heads, max_length, depth)  # (B, H, L, K)
-        dtype = self.compute_dtype
         return {
-            "self": [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks],
-            "cross": [block.cross_attention.project_key_value(context) for block in self.blocks],
+            "self": self.self_cache(ops.shape(context)[0], max_length),
+            "cross": self.cross_cache(context),
         }
+
+    def self_cache(self, batch_size, max_length):
+        """Per layer an all-zero pair `(keys, values)`, each `(B, H, max_length, K)`."""
+        depth = self.d_model // self.num_heads
+        shape = (batch_size, self.num_heads, max_length, depth)  # (B, H, L, K)
+        dtype = self.compute_dtype
+        return [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks]
+
+    def cross_cache(self, context):
+        """Per layer the cross-attention pair `(keys, values)` of `context`, each `(B, H, S, K)`."""
+        return [block.cross_attention.project_key_value(context) for block in self.blocks]
 
     def call_with_cache(self, token_ids, step, cache, context_mask=None):
         """Decodes position `step` from the token at that position and the cache.

@@ -168,6 +168,71 @@ class Transformer(keras.Model):
         logits = ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype)))
         return logits + ops.cast(self.output_bias, x.dtype)
 
+    # Incremental decoding. The searches (`keras_transformer.inference`) are
+    # written against these three methods and nothing else of the model.
+
+    def encode(self, source_ids):
+        """Runs the encoder once and prepares what every decoding step reads.
+
+        Args:
+            source_ids: integer `(B, S)`, 0-padded.
+
+        Returns:
+            The decoding state, a dict of tensors whose first axis is the
+            batch: `"context_mask"` boolean `(B, S)`, True at real source
+            tokens; `"cross"`, per decoder layer the cross-attention pair
+            `(keys, values)`, each `(B, H, S, K)`.
+        """
+        context = self.encoder(source_ids, training=False)  # (B, S, D)
+        return {
+            "context_mask": self.encoder.embedding.compute_mask(source_ids),
+            "cross": self.decoder.cross_cache(context),
+        }
+
+    def initial_cache(self, state, max_length):
+        """The empty self-attention cache for `max_length` target positions.
+
+        Args:
+            state: the dict from `encode`.
+            max_length: most target positions a search decodes.
+
+        Returns:
+            Per decoder layer a pair `(keys, values)`, each
+            `(B, H, max_length, K)`, all zero.
+        """
+        return self.decoder.self_cache(ops.shape(state["context_mask"])[0], max_length)
+
+    def decode_step(self, token_ids, step, cache, state):
+        """Next-token logits after the target token at position `step`.
+
+        Gives the logits of the full forward pass at position `step` (dropout
+        off) from one token and the cache.
+
+        Args:
+            token_ids: integer `(B,)`, the target tokens at position `step`.
+            step: scalar int, the position being decoded.
+            cache: from `initial_cache`, filled up to `step - 1` by earlier
+                calls.
+            state: the dict from `encode`.
+
+        Returns:
+            `(logits (B, V) float32, cache)` with position `step` written.
+
+        Example:
+        ```python
+        state = model.encode(source_ids)
+        cache = model.initial_cache(state, max_length=32)
+        logits, cache = model.decode_step(np.full([batch], bos_id), 0, cache, state)
+        ```
+        """
+        x, cache = self.decoder.call_with_cache(
+            token_ids[:, None],
+            step,
+            {"self": cache, "cross": state["cross"]},
+            state["context_mask"],
+        )  # (B, 1, D)
+        return ops.cast(self.output_logits(x)[:, 0], "float32"), cache["self"]  # (B, V)
+
     @staticmethod
     def _split(inputs, name):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
