@@ -91,6 +91,22 @@ def test_long_pairs_are_truncated_and_counted(tokenizer):
         assert source[-1] == 3 and target_out[-1] == 3 and target_in[0] == 2
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(tokens_per_batch=300),
+        dict(tokens_per_batch=300, overflow="truncate"),
+        dict(batch_size=7),
+        dict(batch_size=7, bucketing=False),
+    ],
+)
+def test_the_batch_count_is_known_before_the_first_pass(tokenizer, options):
+    batches = make_batches(corpus(), tokenizer, tokenizer, max_length=24, seed=3, **options)
+    assert batches.dataset.cardinality().numpy() == batches.num_batches
+    for _ in range(2):  # a reshuffled pass makes as many batches
+        assert sum(1 for _ in batches.dataset) == batches.num_batches
+
+
 def test_bad_lines_pass_through_without_crashing(tokenizer):
     pairs = ([b"", b"   ", b"one \xff two", "one \u2603".encode(), b"one " * 3000], ["a"] * 5)
     batches = make_batches(pairs, tokenizer, tokenizer, max_length=64, batch_size=4)

@@ -30,17 +30,22 @@ class Batches:
         num_pairs: pairs in the input.
         num_dropped: pairs left out because a side was longer than `max_length`.
         num_truncated: pairs cut to `max_length`.
+        num_batches: batches in one pass over the dataset (also its
+            `cardinality`, so Keras' progress bar shows the total from the
+            first epoch).
     """
 
     dataset: tf.data.Dataset
     num_pairs: int
     num_dropped: int
     num_truncated: int
+    num_batches: int
 
     def __str__(self):
         return (
             f"{self.num_pairs} pairs: {self.num_dropped} dropped and "
-            f"{self.num_truncated} truncated for exceeding max_length"
+            f"{self.num_truncated} truncated for exceeding max_length; "
+            f"{self.num_batches} batches"
         )
 
 
@@ -141,9 +146,17 @@ def make_batches(
     def too_long(source, target):
         return (tf.size(source) + 1 > max_length) | (tf.size(target) + 1 > max_length)
 
-    num_pairs, num_long = tokenized.reduce(
-        (np.int64(0), np.int64(0)),
-        lambda counts, pair: (counts[0] + 1, counts[1] + tf.cast(too_long(*pair), tf.int64)),
+    def count(counts, pair):
+        """Pairs, pairs too long, and a histogram of the lengths of the examples kept."""
+        pairs, long, lengths = counts
+        is_long = too_long(*pair)
+        length = tf.minimum(tf.maximum(tf.size(pair[0]), tf.size(pair[1])) + 1, max_length)
+        kept = tf.logical_not(is_long) if overflow == "drop" else tf.constant(True)
+        lengths += tf.cast(kept, tf.int64) * tf.one_hot(length, max_length + 1, dtype=tf.int64)
+        return pairs + 1, long + tf.cast(is_long, tf.int64), lengths
+
+    num_pairs, num_long, lengths = tokenized.reduce(
+        (np.int64(0), np.int64(0), np.zeros(max_length + 1, np.int64)), count
     )
     num_pairs, num_long = int(num_pairs), int(num_long)
 
@@ -162,21 +175,42 @@ def make_batches(
 
     examples = tokenized.map(to_example, num_parallel_calls=tf.data.AUTOTUNE)
     if bucketing:
+        boundaries = bucket_boundaries(max_length)
+        sizes = bucket_batch_sizes(max_length, tokens_per_batch, batch_size)
         batched = examples.bucket_by_sequence_length(
             element_length_func=lambda inputs, _: tf.maximum(
                 tf.shape(inputs[0])[0], tf.shape(inputs[1])[0]
             ),
-            bucket_boundaries=bucket_boundaries(max_length),
-            bucket_batch_sizes=bucket_batch_sizes(max_length, tokens_per_batch, batch_size),
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=sizes,
         )
     else:
+        boundaries, sizes = [], [batch_size]
         batched = examples.padded_batch(batch_size)
+    num_batches = count_batches(lengths.numpy(), boundaries, sizes)
     return Batches(
-        dataset=batched.prefetch(tf.data.AUTOTUNE),
+        dataset=batched.apply(tf.data.experimental.assert_cardinality(num_batches)).prefetch(
+            tf.data.AUTOTUNE
+        ),
         num_pairs=num_pairs,
         num_dropped=num_long if overflow == "drop" else 0,
         num_truncated=num_long if overflow == "truncate" else 0,
+        num_batches=num_batches,
     )
+
+
+def count_batches(length_counts, boundaries, batch_sizes):
+    """Batches that bucketing makes, whatever the order: a full one per `size` pairs of a
+    bucket, and one more for the rest of each bucket.
+
+    Args:
+        length_counts: `length_counts[n]` examples of length n.
+        boundaries: the bucket boundaries (`bucket_boundaries`); [] for one bucket.
+        batch_sizes: pairs per batch in each bucket.
+    """
+    bucket = np.searchsorted(boundaries, np.arange(len(length_counts)), side="right")
+    per_bucket = np.bincount(bucket, weights=length_counts, minlength=len(batch_sizes))
+    return int(sum(-(-int(n) // size) for n, size in zip(per_bucket, batch_sizes, strict=True)))
 
 
 def bucket_boundaries(max_length, width=8):
