@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,7 @@ import tensorflow as tf
 from conftest import REPO, load_tiny_translation
 
 from keras_transformer.export import export_translator
+from keras_transformer.export.saved_model import WARMUP_FILE
 from keras_transformer.inference import Translator
 
 MIXED = [
@@ -153,3 +155,110 @@ def test_readme_grpc_request_fits_the_exported_signature(translator, tmp_path):
     outputs = signature(**feed)
     expected = translator(feed["inputs"]).numpy()
     np.testing.assert_array_equal(outputs["outputs"].numpy(), expected)
+
+
+def saved_functions(path):
+    """Every function of a SavedModel's graphs, as `FunctionDef`s, and the graphs' own nodes."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved = saved_model_pb2.SavedModel.FromString(f.read())
+    graphs = [meta.graph_def for meta in saved.meta_graphs]
+    functions = [f for graph in graphs for f in graph.library.function]
+    nodes = [n for graph in graphs for n in graph.node]
+    return functions, nodes
+
+
+def test_the_default_export_needs_no_xla(translator, tmp_path):
+    # Stock tensorflow_model_server disables XLA JIT: a function that must be
+    # compiled fails on the first request there.
+    def must_compile(path):
+        functions, _ = saved_functions(path)
+        return [f.signature.name for f in functions if f.attr["_XlaMustCompile"].b]
+
+    assert translator.jit_compile  # the Python translator compiles; its export does not
+    assert must_compile(export_translator(translator, "numbers", base_dir=str(tmp_path))) == []
+    assert must_compile(export_translator(translator, "numbers", str(tmp_path), xla=True))
+
+
+def test_every_op_of_the_export_is_in_tf_serving_with_tf_text_2_12_1(translator, tmp_path):
+    # The latest stock TF Serving links TensorFlow Text 2.12.1; an op it does
+    # not register fails the whole model with "Op type not registered".
+    allowed = set()
+    for name in ["tensorflow_2.12.1_ops.txt", "tensorflow_text_2.12.1_ops.txt"]:
+        with open(os.path.join(REPO, "tests", "data", name)) as f:
+            allowed |= set(f.read().split())
+    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    functions, nodes = saved_functions(path)
+    used = {n.op for n in nodes} | {n.op for f in functions for n in f.node_def}
+    used -= {f.signature.name for f in functions}  # calls of the SavedModel's own functions
+    assert "SentencepieceTokenizeOp" in used and "SentencepieceDetokenizeOp" in used
+    assert used - allowed == set()
+
+
+def test_bad_ids_and_inputs_of_the_wrong_rank_are_refused(translator, tmp_path):
+    loaded = tf.saved_model.load(export_translator(translator, "numbers", str(tmp_path)))
+    translate_ids = loaded.signatures["translate_ids"]
+    vocab = translator.model.input_vocab_size
+    for bad in [-5, vocab, 10**6]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="source_ids must be token ids"):
+            translate_ids(source_ids=tf.constant([[bad, 3]]))
+    # A server feeds tensors unchecked; call the graph as it does, past
+    # Python's own check of the signature.
+    serve = loaded.signatures["serving_default"]
+    for bad in [tf.constant("einundzwanzig"), tf.constant([["eins", "zwei"]])]:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="not compatible with expected"):
+            serve._call_flat([bad], serve.captured_inputs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not compatible with expected"):
+        translate_ids._call_flat([tf.constant([5, 6, 3])], translate_ids.captured_inputs)
+
+
+def test_warmup_requests_cover_every_source_bucket_and_run(translator, tmp_path):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    loaded = tf.saved_model.load(path)
+    records = tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE))
+    lengths = []
+    for record in records:
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        assert request.model_spec.name == "numbers"
+        inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
+        outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
+        assert all(o.shape[0] == 1 for o in outputs.values())
+        if "source_ids" in inputs:
+            lengths.append(inputs["source_ids"].shape[1])
+    assert lengths == [8, 16, 32, 64, 128, 256]  # up to max_source_length, 256
+
+
+def test_an_export_killed_midway_leaves_no_version_behind(translator, tmp_path):
+    directory = tmp_path / "model"
+    translator.model.save(directory / "model.keras")
+    translator.source_tokenizer.save(str(directory / "tokenizer"))
+    script = textwrap.dedent(
+        f"""
+        import os, signal
+        import keras
+        import tensorflow as tf
+        from keras_transformer.export import export_translator
+from keras_transformer.export.saved_model import WARMUP_FILE
+        from keras_transformer.inference import Translator
+        from keras_transformer.text import load_tokenizer
+
+        model = keras.models.load_model({str(directory / "model.keras")!r})
+        tokenizer = load_tokenizer({str(directory / "tokenizer")!r})
+        save = tf.saved_model.save
+
+        def save_then_die(*args, **kwargs):  # the SavedModel is written, not yet in place
+            save(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        tf.saved_model.save = save_then_die
+        export_translator(Translator(model, tokenizer, tokenizer), "numbers", {str(tmp_path)!r})
+        """
+    )
+    killed = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    left = os.listdir(tmp_path / "numbers")
+    assert left and all(name.startswith(".partial-") for name in left)  # no version for servers
+    assert export_translator(translator, "numbers", str(tmp_path)).endswith(os.sep + "1")

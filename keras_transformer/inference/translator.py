@@ -82,18 +82,48 @@ class Translator(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def __call__(self, sentences):
         """Translates `sentences` `(B,)` into strings `(B,)`."""
+        # A server passes tensors of any shape through unchecked: check at run time.
+        sentences = tf.ensure_shape(sentences, [None], name="inputs_must_be_a_vector")
         return self.target_tokenizer.detokenize(self.translate_ids(self.source_ids(sentences)))
 
     def source_ids(self, sentences):
         """Tokenized sources, cut to `max_source_length` with EOS: int32 `(B, S)`."""
         pieces = self.source_tokenizer.tokenize(sentences)[:, : self.max_source_length - 1]
-        eos = tf.fill([pieces.nrows(), 1], self.source_tokenizer.eos_id)
-        return tf.concat([pieces, eos], axis=1).to_tensor(0)  # (B, S)
+        dense = tf.pad(pieces.to_tensor(0), [[0, 0], [0, 1]])  # (B, S), room for EOS
+        eos_id = self.source_tokenizer.eos_id
+        at_end = tf.one_hot(pieces.row_lengths(), tf.shape(dense)[1], eos_id, 0, dtype=tf.int32)
+        return dense + at_end  # (B, S)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
-        """Searches from source ids `(B, S)`; returns target ids `(B, max_length)`."""
-        return self._search(source_ids)
+        """Searches from source ids `(B, S)`; returns target ids `(B, max_length)`.
+
+        Ids outside [0, source vocabulary) raise `InvalidArgumentError`.
+        Sources are padded to a power of two (at least 8) in length, and
+        with XLA the batch to a power of two, so that a new input size does
+        not cost a new compilation.
+        """
+        source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
+        vocab = self.model.input_vocab_size
+        checks = [
+            tf.debugging.assert_non_negative(
+                source_ids, message="source_ids must be token ids, >= 0"
+            ),
+            tf.debugging.assert_less(
+                source_ids, vocab, message=f"source_ids must be token ids < {vocab}"
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            batch, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
+            padded_length = tf.maximum(8, next_power_of_two(length))
+            padded = tf.pad(source_ids, [[0, 0], [0, padded_length - length]])  # (B, S')
+            if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
+                empty = tf.one_hot(
+                    [0], padded_length, self.source_tokenizer.eos_id, 0, dtype=tf.int32
+                )
+                more = tf.tile(empty, [next_power_of_two(batch) - batch, 1])
+                padded = tf.concat([padded, more], axis=0)  # (B', S')
+            return self._search(padded)[:batch]
 
     def _search_ids(self, source_ids):
         bos, eos = self.target_tokenizer.bos_id, self.target_tokenizer.eos_id
@@ -104,3 +134,9 @@ class Translator(tf.Module):
                 self.model, source_ids, bos, eos, self.max_length, self.beam_size, self.alpha
             )
         return target_ids
+
+
+def next_power_of_two(n):
+    """The smallest power of two >= `n`, for a scalar int32 tensor `n` >= 0."""
+    powers = tf.constant([2**i for i in range(31)])
+    return tf.gather(powers, tf.searchsorted(powers, tf.reshape(n, [1]))[0])
