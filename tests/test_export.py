@@ -233,6 +233,7 @@ def test_warmup_requests_cover_every_source_bucket_and_run(translator, tmp_path)
 
 def test_an_export_killed_midway_leaves_no_version_behind(translator, tmp_path):
     directory = tmp_path / "model"
+    directory.mkdir()
     translator.model.save(directory / "model.keras")
     translator.source_tokenizer.save(str(directory / "tokenizer"))
     script = textwrap.dedent(
@@ -241,7 +242,6 @@ def test_an_export_killed_midway_leaves_no_version_behind(translator, tmp_path):
         import keras
         import tensorflow as tf
         from keras_transformer.export import export_translator
-from keras_transformer.export.saved_model import WARMUP_FILE
         from keras_transformer.inference import Translator
         from keras_transformer.text import load_tokenizer
 
