@@ -1,8 +1,12 @@
 """keras_transformer: the encoder-decoder Transformer as Keras 3 layers."""
 
-from keras_transformer import layers
-from keras_transformer.models import Transformer
-from keras_transformer.training import (
+from keras_transformer.startup import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # before Keras imports TensorFlow; see startup.py
+
+from keras_transformer import layers  # noqa: E402
+from keras_transformer.models import Transformer  # noqa: E402
+from keras_transformer.training import (  # noqa: E402
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
     TransformerSchedule,

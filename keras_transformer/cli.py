@@ -1,10 +1,10 @@
 """`keras-transformer`: train, evaluate, translate, export and average from a terminal.
 
     keras-transformer train     --run-dir runs/numbers [--config FILE] [--set section.key=value ...]
-    keras-transformer evaluate  --run-dir runs/numbers [--split test] [--beam-size 4]
+    keras-transformer evaluate  --run-dir runs/numbers [--split test] [--beam-size 1,4]
     keras-transformer translate --run-dir runs/numbers "twenty-one" ...   (or lines on stdin)
     keras-transformer translate --saved-model saved_models/numbers/1 < sentences.txt
-    keras-transformer export    --run-dir runs/numbers [--name numbers_en_de] [--version 3]
+    keras-transformer export    --run-dir runs/numbers [--name numbers_en_de] [--version 3] [--xla]
     keras-transformer average   --run-dir runs/numbers [--last 5]
 
 Errors a user can make end with one line on stderr and exit status 2; an
@@ -16,12 +16,14 @@ import json
 import os
 import sys
 
+from keras_transformer import startup
 from keras_transformer.config import ConfigError, load_config
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.verbose:
+        sys.stderr.write(startup.captured)
     try:
         return args.command(args) or 0
     except KeyboardInterrupt:
@@ -37,6 +39,11 @@ def main(argv=None):
 
 def parser():
     p = argparse.ArgumentParser(prog="keras-transformer", description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's C++ start-up lines (hidden unless TF_CPP_MIN_LOG_LEVEL is set)",
+    )
     commands = p.add_subparsers(required=True, metavar="command")
 
     train = commands.add_parser("train", help="train a model, or resume an interrupted run")
@@ -55,7 +62,7 @@ def parser():
     run_dir_argument(evaluate)
     evaluate.add_argument("--split", help="split to decode (default: data.test_split)")
     evaluate.add_argument("--output", help="hypotheses file (default: in the run directory)")
-    decode_arguments(evaluate)
+    decode_arguments(evaluate, several_beams=True)
     evaluate.set_defaults(command=run_evaluate)
 
     translate = commands.add_parser("translate", help="translate sentences (arguments or stdin)")
@@ -76,6 +83,12 @@ def parser():
         action="store_true",
         help="leave out the tokenizers: token ids in and out, for servers without TF Text ops",
     )
+    export.add_argument(
+        "--xla",
+        action="store_true",
+        help="compile the search with XLA (faster; TF Serving then needs "
+        "--xla_cpu_compilation_enabled=true)",
+    )
     decode_arguments(export)
     export.set_defaults(command=run_export)
 
@@ -90,10 +103,41 @@ def run_dir_argument(p):
     p.add_argument("--run-dir", required=True, help="the run directory")
 
 
-def decode_arguments(p):
+def decode_arguments(p, several_beams=False):
     p.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
-    p.add_argument("--beam-size", type=int, help="1 for greedy (default: decode.beam_size)")
+    if several_beams:
+        p.add_argument(
+            "--beam-size",
+            type=beam_sizes,
+            help="1 for greedy; several, e.g. 1,4, are decoded and shown side by side "
+            "(default: decode.beam_size)",
+        )
+    else:
+        p.add_argument(
+            "--beam-size", type=beam_sizes_one, help="1 for greedy (default: decode.beam_size)"
+        )
     p.add_argument("--alpha", type=float, help="length penalty (default: decode.alpha)")
+
+
+def beam_sizes(text):
+    """`"1,4"` -> [1, 4]: positive integers, separated by commas."""
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"beam sizes are positive integers separated by commas, e.g. 1,4. Received: {text!r}"
+        )
+    return sizes
+
+
+def beam_sizes_one(text):
+    """One positive beam size."""
+    sizes = beam_sizes(text)
+    if len(sizes) != 1:
+        raise argparse.ArgumentTypeError(f"give one beam size. Received: {text!r}")
+    return sizes[0]
 
 
 def run_train(args):
@@ -109,16 +153,24 @@ def run_train(args):
 def run_evaluate(args):
     from keras_transformer import workflow
 
-    result = workflow.evaluate(
-        args.run_dir, args.split, args.checkpoint, args.beam_size, args.alpha, args.output
+    results = workflow.evaluate(
+        args.run_dir, args.split, args.checkpoint, args.beam_size or [None], args.alpha, args.output
     )
-    print(f"{result['split']}: {result['sentences']} sentences, beam {result['beam_size']}")
-    print(f"BLEU (cased)      {result['bleu']:6.2f}   {result['signature']}")
-    print(f"BLEU (lowercased) {result['bleu_lowercase']:6.2f}")
-    print(f"chrF              {result['chrf']:6.2f}")
-    print(f"exact match       {result['exact_match']:6.2%}")
-    print(f"hypotheses: {result['hypotheses']}")
-    print(json.dumps(result))
+    first = results[0]
+    print(f"{first['split']}: {first['sentences']} sentences, checkpoint {first['checkpoint']}")
+    print(f"{'':18}" + "".join(f"{'beam ' + str(r['beam_size']):>10}" for r in results))
+    for label, key, form in [
+        ("BLEU (cased)", "bleu", "{:10.2f}"),
+        ("BLEU (lowercased)", "bleu_lowercase", "{:10.2f}"),
+        ("chrF", "chrf", "{:10.2f}"),
+        ("exact match", "exact_match", "{:10.2%}"),
+    ]:
+        print(f"{label:18}" + "".join(form.format(r[key]) for r in results))
+    print(f"BLEU signature: {first['signature']}")
+    for result in results:
+        print(f"hypotheses, beam {result['beam_size']}: {result['hypotheses']}")
+    for result in results:
+        print(json.dumps(result))
 
 
 def run_translate(args):
@@ -158,6 +210,7 @@ def run_export(args):
         args.version,
         args.checkpoint,
         text=not args.ids_only,
+        xla=args.xla,
         beam_size=args.beam_size,
         alpha=args.alpha,
     )

@@ -59,6 +59,9 @@ DEFAULTS = {
         "learning_rate_scale": 1.0,
         "label_smoothing": 0.1,
         "patience": 3,
+        # also back up the training state every N optimizer steps (0: at epoch ends only);
+        # a killed run then loses at most N steps
+        "backup_every_steps": 0,
         "keep_checkpoints": 5,
         "mixed_precision": False,
         "devices": 1,

@@ -6,7 +6,7 @@ A run directory holds everything one training run makes:
     tokenizers/source/     tokenizer files (and tokenizers/target/ unless shared)
     model.keras            the model with the best validation loss
     checkpoints/           weights of the last epochs (epoch-NNN.weights.h5)
-    backup/                BackupAndRestore state while training is unfinished
+    backup/                the last two training states while training is unfinished
     logs/                  TensorBoard logs
     metrics.csv            loss and accuracy per epoch
     trained.json           written when training has finished
@@ -22,6 +22,7 @@ print(evaluate("runs/numbers")["bleu"])
 ```
 """
 
+import csv
 import glob
 import json
 import os
@@ -42,6 +43,7 @@ from keras_transformer.text import (
     load_tokenizer,
     make_batches,
 )
+from keras_transformer.training.backup import StopOnNaN, TrainingBackup
 from keras_transformer.training.schedules import ScaledSchedule
 
 CONFIG_FILE = "config.json"
@@ -187,7 +189,7 @@ def resolve_config(run_dir, config):
     return saved
 
 
-def train(run_dir, config, verbose="auto"):
+def train(run_dir, config, verbose="auto", callbacks=()):
     """Trains (or resumes) the run in `run_dir` with `model.fit`.
 
     Args:
@@ -195,6 +197,7 @@ def train(run_dir, config, verbose="auto"):
         config: the full configuration; must equal the saved one when the
             run exists.
         verbose: Keras `fit` verbosity (progress bars by default).
+        callbacks: more Keras callbacks, called after the run's own.
 
     Returns:
         The Keras `History`, or None if the run had already finished.
@@ -204,6 +207,11 @@ def train(run_dir, config, verbose="auto"):
         print(f"{run_dir} has finished training; nothing to do.")
         return None
     t, data = config["train"], config["data"]
+    if t["backup_every_steps"] < 0:
+        raise ConfigError(
+            "train.backup_every_steps must be 0 (epoch ends only) or a positive integer. "
+            f"Received: {t['backup_every_steps']}"
+        )
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
         keras.config.set_dtype_policy("mixed_bfloat16")
@@ -235,13 +243,23 @@ def train(run_dir, config, verbose="auto"):
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         compile_model(model, config)
         one = np.ones((1, 2), "int32")
-        model((one, one))  # build the weights, which BackupAndRestore restores into
+        model((one, one))  # build the weights, which a backup restores into
     checkpoints = os.path.join(run_dir, "checkpoints")
     os.makedirs(checkpoints, exist_ok=True)
+    backup = TrainingBackup(os.path.join(run_dir, "backup"), t["backup_every_steps"] or None)
+    initial_epoch = backup.restore(model)
     callbacks = [
-        keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
+        StopOnNaN(
+            f"The last good state is in {backup.directory} (run train again to resume "
+            "from it, e.g. with a lower train.learning_rate_scale in a new run) and "
+            f"{os.path.join(run_dir, 'model.keras')}."
+        ),
+        backup,
         keras.callbacks.ModelCheckpoint(
-            os.path.join(run_dir, "model.keras"), monitor="val_loss", save_best_only=True
+            os.path.join(run_dir, "model.keras"),
+            monitor="val_loss",
+            save_best_only=True,
+            initial_value_threshold=best_val_loss(run_dir) if initial_epoch else None,
         ),
         keras.callbacks.ModelCheckpoint(
             os.path.join(checkpoints, "epoch-{epoch:03d}.weights.h5"), save_weights_only=True
@@ -250,11 +268,13 @@ def train(run_dir, config, verbose="auto"):
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=t["patience"]),
         keras.callbacks.TensorBoard(os.path.join(run_dir, "logs")),
         keras.callbacks.CSVLogger(os.path.join(run_dir, "metrics.csv"), append=True),
+        *callbacks,
     ]
     history = model.fit(
         train_batches.dataset,
         validation_data=val_batches.dataset,
         epochs=t["epochs"],
+        initial_epoch=initial_epoch,
         callbacks=callbacks,
         shuffle=False,  # the pipeline shuffles
         verbose=verbose,
@@ -262,6 +282,17 @@ def train(run_dir, config, verbose="auto"):
     with open(os.path.join(run_dir, DONE_FILE), "w", encoding="utf-8") as f:
         json.dump({"epochs": len(history.epoch), "history": history.history}, f)
     return history
+
+
+def best_val_loss(run_dir):
+    """The lowest validation loss in the run's metrics.csv, or None: a resumed run's
+    best model is replaced only by a better one."""
+    path = os.path.join(run_dir, "metrics.csv")
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        losses = [float(row["val_loss"]) for row in csv.DictReader(f) if row.get("val_loss")]
+    return min(losses, default=None)
 
 
 def distribution_strategy(devices):
@@ -327,16 +358,26 @@ def load_tokenizers(run_dir, config):
 
 
 def make_translator(run_dir, checkpoint="best", beam_size=None, alpha=None, max_length=None):
+    """A `Translator` of a trained run; unset decoding options come from its config."""
+    return translators(run_dir, checkpoint, [beam_size], alpha, max_length)[0][0]
+
+
+def translators(run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None):
+    """`([Translator per beam size], config)` of a trained run, its model loaded once."""
     config, model, source, target = load_run(run_dir, checkpoint)
     d = config["decode"]
-    return Translator(
-        model,
-        source,
-        target,
-        max_length=max_length or d["max_length"],
-        beam_size=beam_size or d["beam_size"],
-        alpha=d["alpha"] if alpha is None else alpha,
-    )
+    made = [
+        Translator(
+            model,
+            source,
+            target,
+            max_length=d["max_length"] if max_length is None else max_length,
+            beam_size=d["beam_size"] if beam_size is None else beam_size,
+            alpha=d["alpha"] if alpha is None else alpha,
+        )
+        for beam_size in beam_sizes
+    ]
+    return made, config
 
 
 def translate_lines(translator, lines, batch_size=64):
@@ -358,40 +399,64 @@ def translate_lines(translator, lines, batch_size=64):
 def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None):
     """Translates a split and scores it with sacreBLEU.
 
+    Args:
+        run_dir: a trained run directory.
+        split: the split to decode; defaults to the config's `data.test_split`.
+        checkpoint: `"best"` or `"averaged"`.
+        beam_size: 1 for greedy search; a list (e.g. `[1, 4]`) decodes with
+            each, loading the model once. Defaults to `decode.beam_size`.
+        alpha: length penalty; defaults to `decode.alpha`.
+        output: the hypotheses file; defaults to
+            `{run_dir}/{split}.{checkpoint}.beam{k}.hyp.txt`.
+
     Returns:
         Dict with `bleu` (cased, detokenized, sacreBLEU's standard 13a
         tokenization), `bleu_lowercase`, `chrf`, `signature`, `exact_match`,
-        `sentences`, `beam_size`, and `hypotheses` (the file written).
+        `sentences`, `beam_size`, and `hypotheses` (the file written); a list
+        of them, one a beam size, when `beam_size` is a list.
     """
-    translator = make_translator(run_dir, checkpoint, beam_size, alpha)
-    config = read_saved_config(os.path.join(run_dir, CONFIG_FILE))
+    several = isinstance(beam_size, (list, tuple))
+    made, config = translators(run_dir, checkpoint, beam_size if several else [beam_size], alpha)
     split = split or config["data"]["test_split"]
     corpus = load_corpus(config["data"], split)
-    hypotheses = translate_lines(translator, corpus.sources, config["decode"]["batch_size"])
+    results = []
+    for translator in made:
+        beam = f"beam{translator.beam_size}"
+        path = output or os.path.join(run_dir, f"{split}.{checkpoint}.{beam}.hyp.txt")
+        if output and several:
+            path = "{0}.{2}{1}".format(*os.path.splitext(output), beam)
+        hypotheses = translate_lines(translator, corpus.sources, config["decode"]["batch_size"])
+        result = {
+            "split": split,
+            "checkpoint": checkpoint,
+            "sentences": len(hypotheses),
+            "beam_size": translator.beam_size,
+            "alpha": translator.alpha,
+            **score_translations(hypotheses, corpus.targets),
+            "hypotheses": path,
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(hypotheses) + "\n")
+        with open(os.path.join(run_dir, f"eval.{split}.{checkpoint}.{beam}.json"), "w") as f:
+            json.dump(result, f, indent=2)
+        results.append(result)
+    return results if several else results[0]
+
+
+def score_translations(hypotheses, references):
+    """Cased and lowercased sacreBLEU, chrF, the BLEU signature and the exact-match share."""
     bleu = sacrebleu.metrics.BLEU()
-    cased = bleu.corpus_score(hypotheses, [corpus.targets])
-    lowercase = sacrebleu.metrics.BLEU(lowercase=True).corpus_score(hypotheses, [corpus.targets])
-    chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, [corpus.targets])
-    output = output or os.path.join(run_dir, f"{split}.{checkpoint}.hyp.txt")
-    with open(output, "w", encoding="utf-8") as f:
-        f.write("\n".join(hypotheses) + "\n")
-    exact = np.mean([h == r for h, r in zip(hypotheses, corpus.targets, strict=True)])
-    result = {
-        "split": split,
-        "checkpoint": checkpoint,
-        "sentences": len(hypotheses),
-        "beam_size": translator.beam_size,
-        "alpha": translator.alpha,
+    cased = bleu.corpus_score(hypotheses, [references])
+    lowercase = sacrebleu.metrics.BLEU(lowercase=True).corpus_score(hypotheses, [references])
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, [references])
+    exact = np.mean([h == r for h, r in zip(hypotheses, references, strict=True)])
+    return {
         "bleu": round(cased.score, 2),
         "bleu_lowercase": round(lowercase.score, 2),
         "chrf": round(chrf.score, 2),
         "exact_match": round(float(exact), 4),
         "signature": str(bleu.get_signature()),
-        "hypotheses": output,
     }
-    with open(os.path.join(run_dir, f"eval.{split}.{checkpoint}.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    return result
 
 
 def average_checkpoints(run_dir, last=5):
@@ -416,13 +481,23 @@ def average_checkpoints(run_dir, last=5):
 
 
 def export(
-    run_dir, name=None, base_dir="saved_models", version=None, checkpoint="best", text=True, **kw
+    run_dir,
+    name=None,
+    base_dir="saved_models",
+    version=None,
+    checkpoint="best",
+    text=True,
+    xla=False,
+    **kw,
 ):
     """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's.
 
-    `text=False` leaves out the tokenizers (see `export_translator`); other
-    keyword arguments go to the `Translator` (`beam_size`, `alpha`).
+    `text=False` leaves out the tokenizers and `xla=True` keeps the XLA-compiled
+    search (see `export_translator`); other keyword arguments go to the
+    `Translator` (`beam_size`, `alpha`).
     """
     translator = make_translator(run_dir, checkpoint, **kw)
     name = name or os.path.basename(os.path.normpath(run_dir))
-    return export_translator(translator, name, base_dir=base_dir, version=version, text=text)
+    return export_translator(
+        translator, name, base_dir=base_dir, version=version, text=text, xla=xla
+    )

@@ -1,10 +1,11 @@
 import csv
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import keras
 import numpy as np
@@ -73,8 +74,28 @@ def test_evaluate_reports_sacrebleu_and_writes_hypotheses(run, capsys):
     out = capsys.readouterr().out
     assert "BLEU (cased)" in out and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in out
     assert "chrF" in out and "BLEU (lowercased)" in out
-    with open(run / "test.best.hyp.txt", encoding="utf-8") as f:
+    with open(run / "test.best.beam1.hyp.txt", encoding="utf-8") as f:
         assert len(f.read().splitlines()) == 1000
+
+
+def test_evaluate_shows_several_beam_sizes_side_by_side(run, capsys):
+    assert cli("evaluate", "--run-dir", run, "--split", "val", "--beam-size", "1,2") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["beam", "1", "beam", "2"]
+    results = [json.loads(line) for line in lines if line.startswith("{")]
+    assert [r["beam_size"] for r in results] == [1, 2]
+    bleu_row = next(line for line in lines if line.startswith("BLEU (cased)"))
+    assert bleu_row.split()[2:] == [f"{r['bleu']:.2f}" for r in results]
+    for result in results:
+        with open(result["hypotheses"], encoding="utf-8") as f:
+            hypotheses = f.read().splitlines()
+        assert len(hypotheses) == 1000 and result["hypotheses"].endswith(
+            f"val.best.beam{result['beam_size']}.hyp.txt"
+        )
+    with pytest.raises(SystemExit) as exit_info:
+        cli("evaluate", "--run-dir", run, "--beam-size", "1,0")
+    assert exit_info.value.code == 2
+    assert "beam sizes are positive integers" in capsys.readouterr().err
 
 
 def test_translate_export_and_the_exported_model_agree(run, tmp_path, capsys, monkeypatch):
@@ -112,31 +133,95 @@ def test_average_is_the_mean_of_the_last_checkpoints(run):
     assert cli("translate", "--run-dir", run, "--checkpoint", "averaged", "einundzwanzig") == 0
 
 
-def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
-    run_dir = tmp_path / "numbers"
-    command = [sys.executable, "-m", "keras_transformer", "train", "--run-dir", str(run_dir)]
-    # Epochs of a few seconds each, so that the interrupt lands inside the second.
-    for override in TINY + ["train.epochs=3", "data.train_limit=4000"]:
-        command += ["--set", override]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
-    metrics = run_dir / "metrics.csv"
-    deadline = time.time() + 300
-    while time.time() < deadline and not (
-        metrics.is_file() and metrics.read_text().count("\n") >= 2
-    ):
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)  # Ctrl-C during the second epoch
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 130, stderr.decode()[-2000:]
-    assert b"resume" in stderr and b"Traceback" not in stderr
-    assert not (run_dir / "trained.json").exists()
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-    resumed = subprocess.run(command, capture_output=True, env=env, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
-    with open(metrics) as f:
-        epochs = [row["epoch"] for row in csv.DictReader(f)]
-    assert epochs == ["0", "1", "2"]  # epoch 0 was not trained twice
+
+def interrupted_train(run_dir, epoch, batch, action, *extra):
+    """Runs `train` in a new process that stops itself after batch `batch` of `epoch`."""
+    command = [sys.executable, os.path.join(HERE, "interrupted_train.py")]
+    command += ["--epoch", str(epoch), "--batch", str(batch), "--action", action, "--"]
+    return subprocess.run(
+        command + train_arguments(run_dir, *extra), capture_output=True, text=True, timeout=600
+    )
+
+
+def resumed_train(run_dir, *extra):
+    command = [sys.executable, "-m", "keras_transformer"] + train_arguments(run_dir, *extra)
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def train_arguments(run_dir, *extra):
+    arguments = ["train", "--run-dir", str(run_dir)]
+    for override in TINY + ["train.epochs=3", *extra]:
+        arguments += ["--set", override]
+    return arguments
+
+
+def stopped_at_step(process):
+    return int(re.search(r"interrupted at step (\d+)", process.stdout).group(1))
+
+
+def metrics_epochs(run_dir):
+    with open(run_dir / "metrics.csv") as f:
+        return [row["epoch"] for row in csv.DictReader(f)]
+
+
+def test_ctrl_c_stops_the_run_and_train_resumes_it(tmp_path):
+    run_dir = tmp_path / "numbers"
+    stopped = interrupted_train(run_dir, 2, 2, "int")  # Ctrl-C after batch 2 of epoch 2
+    assert stopped.returncode == 130, stopped.stderr[-2000:]
+    assert "resume" in stopped.stderr and "Traceback" not in stopped.stderr
+    assert not (run_dir / "trained.json").exists()
+    assert metrics_epochs(run_dir) == ["0"]
+
+    resumed = resumed_train(run_dir)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from the backup" in resumed.stdout and "(epoch 2)" in resumed.stdout
+    assert metrics_epochs(run_dir) == ["0", "1", "2"]  # epoch 0 was not trained twice
+    assert (run_dir / "trained.json").is_file() and not (run_dir / "backup").exists()
+
+
+def test_a_killed_run_resumes_losing_at_most_backup_every_steps(tmp_path):
+    run_dir = tmp_path / "numbers"
+    every = 2
+    killed = interrupted_train(run_dir, 2, 3, "kill", f"train.backup_every_steps={every}")
+    assert killed.returncode == -signal.SIGKILL
+    step = stopped_at_step(killed)
+
+    resumed = resumed_train(run_dir, f"train.backup_every_steps={every}")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    restored = int(re.search(r"resuming from the backup at step (\d+)", resumed.stdout).group(1))
+    assert step - every < restored <= step, (step, restored)
+    assert metrics_epochs(run_dir) == ["0", "1", "2"]
+
+
+def test_a_truncated_backup_falls_back_to_the_one_before(tmp_path):
+    run_dir = tmp_path / "numbers"
+    killed = interrupted_train(run_dir, 2, 3, "kill", "train.backup_every_steps=1")
+    assert killed.returncode == -signal.SIGKILL
+    backups = sorted((run_dir / "backup").glob("step-*"))
+    assert len(backups) == 2
+    newest = backups[-1] / "state.weights.h5"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a kill mid-write
+
+    resumed = resumed_train(run_dir, "train.backup_every_steps=1")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"backup {backups[-1]} is unreadable" in resumed.stdout
+    assert f"resuming from the backup at step {int(backups[0].name[5:])}" in resumed.stdout
+    assert "Traceback" not in resumed.stderr
+    assert metrics_epochs(run_dir) == ["0", "1", "2"]
+
+
+def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):
+    run_dir = tmp_path / "numbers"
+    diverged = interrupted_train(run_dir, 2, 2, "nan", "train.backup_every_steps=1")
+    assert diverged.returncode == 2, diverged.stderr[-2000:]
+    step = stopped_at_step(diverged)
+    assert f"error: the training loss became nan at step {step + 1}" in diverged.stderr
+    assert "Traceback" not in diverged.stderr
+    assert not (run_dir / "trained.json").exists()
+    newest = sorted((run_dir / "backup").glob("step-*"))[-1]
+    assert newest.name == f"step-{step:09d}"  # the last good state, not the NaN one
 
 
 @pytest.mark.parametrize(

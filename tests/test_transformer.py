@@ -75,7 +75,7 @@ def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(
         shared_embeddings=shared_embeddings,
     )
     compile_like_the_paper(model, warmup_steps=50)
-    model.fit(dataset(copy_pairs(32)), epochs=1, verbose=0)
+    model.fit(dataset(copy_pairs(32)), epochs=1, verbose=0, shuffle=False)
     path = tmp_path / "model.keras"
     model.save(path)
     loaded = keras.models.load_model(path)
@@ -191,7 +191,7 @@ def test_fit_learns_to_copy_sequences():
     )
     compile_like_the_paper(model, warmup_steps=100)
     train = dataset(copy_pairs(1024, reverse=False)).cache()
-    model.fit(train, epochs=8, verbose=0)
+    model.fit(train, epochs=8, verbose=0, shuffle=False)
     _, accuracy = model.evaluate(dataset(copy_pairs(256, reverse=False, seed=1)), verbose=0)
     assert accuracy > 0.9  # chance is 1/17 per token
 
@@ -217,7 +217,7 @@ MIRRORED = textwrap.dedent(
     target_in = np.concatenate([np.ones((256, 1), "int32"), source], axis=1)
     target_out = np.concatenate([source, np.full((256, 1), 2, "int32")], axis=1)
     data = tf.data.Dataset.from_tensor_slices(((source, target_in), target_out)).batch(32)
-    history = model.fit(data, epochs=3, verbose=0)
+    history = model.fit(data, epochs=3, verbose=0, shuffle=False)
     losses = history.history["loss"]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0], losses
     print("ok", losses)
