@@ -250,8 +250,8 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     initial_epoch = backup.restore(model)
     callbacks = [
         StopOnNaN(
-            f"The last good state is in {backup.directory} (run train again to resume "
-            "from it, e.g. with a lower train.learning_rate_scale in a new run) and "
+            f"The last good training state is the newest backup in {backup.directory} "
+            "(train resumes from it), the best model so far "
             f"{os.path.join(run_dir, 'model.keras')}."
         ),
         backup,

@@ -29,8 +29,10 @@ def readme_main_job():
 
 def run(command, cwd):
     command = command.replace(".venv/bin/", BIN + os.sep)
+    # The user's environment: without the TF_CPP_MIN_LOG_LEVEL the test session sets.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     done = subprocess.run(
-        command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=3600
+        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600
     )
     assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
     return done
