@@ -12,7 +12,6 @@ for everything) to see TensorFlow's own output unchanged. If the import
 fails, what it printed is shown with the error.
 """
 
-import ctypes
 import os
 import sys
 import tempfile
@@ -37,15 +36,9 @@ def import_tensorflow_quietly():
             tf.config.list_physical_devices()  # looks for GPUs: the cuInit line
             imported = True
         finally:
-            flush_c_streams()
             os.dup2(saved, 2)
             os.close(saved)
             sink.seek(0)
             captured = sink.read().decode("utf-8", errors="replace")
             if not imported:
                 sys.stderr.write(captured)
-
-
-def flush_c_streams():
-    """Writes out what C's stdio holds for standard error (it buffers TensorFlow's lines)."""
-    ctypes.CDLL(None).fflush(None)

@@ -279,3 +279,17 @@ def test_config_file_sets_options(tmp_path):
     config = load_config(str(path), ["train.epochs=2"])
     assert config["model"]["d_model"] == 64 and config["train"]["epochs"] == 2
     assert config["train"]["label_smoothing"] == 0.0 and config["model"]["num_layers"] == 3
+
+
+def test_tensorflow_start_up_lines_show_only_with_verbose(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    command = [sys.executable, "-m", "keras_transformer"]
+    missing = ["translate", "--saved-model", str(tmp_path), "eins"]
+    quiet = subprocess.run(command + missing, capture_output=True, text=True, env=env)
+    verbose = subprocess.run(
+        command + ["--verbose"] + missing, capture_output=True, text=True, env=env
+    )
+    for result in (quiet, verbose):  # real errors still show
+        assert result.returncode == 2 and "error: No SavedModel" in result.stderr
+    assert quiet.stderr.startswith("error: ") and "0000 " not in quiet.stderr
+    assert re.search(r"^[IWE]0000 ", verbose.stderr, re.M), verbose.stderr
