@@ -106,16 +106,24 @@ class TrainingBackup(keras.callbacks.Callback):
     def _save(self, epoch):
         step = self._step()
         final = os.path.join(self.directory, f"step-{step:09d}")
-        if os.path.isdir(final):
+        if os.path.isdir(final):  # this state, saved mid-epoch, now also ends the epoch
+            write_metadata(final, epoch, step)
             return
         os.makedirs(self.directory, exist_ok=True)
         partial = tempfile.mkdtemp(prefix=".partial-", dir=self.directory)
         self.model.save_weights(os.path.join(partial, WEIGHTS))
-        with open(os.path.join(partial, METADATA), "w", encoding="utf-8") as f:
-            json.dump({"epoch": epoch, "step": step}, f)
+        write_metadata(partial, epoch, step)
         os.rename(partial, final)  # atomic: a backup is complete or absent
         for old in self.backups()[:-2]:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def write_metadata(directory, epoch, step):
+    """Writes a backup's `training.json` atomically: the epoch to resume at and the step."""
+    partial = os.path.join(directory, f".{METADATA}.partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        json.dump({"epoch": epoch, "step": step}, f)
+    os.replace(partial, os.path.join(directory, METADATA))
 
 
 class TrainingDiverged(RuntimeError):
