@@ -6,10 +6,8 @@ as the searches rank it.
 """
 
 import numpy as np
-import tensorflow as tf
 
-from keras_transformer.inference.search import length_penalty
-from keras_transformer.layers.masks import PAD_ID
+from keras_transformer.inference.search import length_penalty, log_softmax_without_pad_and_bos
 
 
 def output_lengths(target_ids, eos_id):
@@ -55,9 +53,7 @@ def score_outputs(model, source_ids, target_ids, bos_id, eos_id, alpha=0.6, batc
             [np.full((len(target), 1), bos_id, target.dtype), target[:, :-1]], axis=1
         )
         logits = model((source_ids[part], target_in), training=False)  # (b, L, V)
-        vocab = tf.range(tf.shape(logits)[-1])
-        blocked = (vocab == PAD_ID) | (vocab == bos_id)
-        log_probs = tf.nn.log_softmax(tf.where(blocked, float("-inf"), logits)).numpy()
+        log_probs = log_softmax_without_pad_and_bos(logits, bos_id).numpy()
         picked = np.take_along_axis(log_probs, target[..., None], axis=-1)[..., 0]  # (b, L)
         inside = np.arange(target.shape[1])[None] < lengths[part, None]
         log_prob[part] = np.where(inside, picked, 0.0).sum(axis=1)

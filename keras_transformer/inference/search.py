@@ -49,9 +49,14 @@ def next_log_probs(model, token_ids, step, cache, state, bos_id):
     Padding and BOS get probability zero: they are never generated.
     """
     logits, cache = model.decode_step(token_ids, step, cache, state)  # (B, V)
+    return log_softmax_without_pad_and_bos(logits, bos_id), cache
+
+
+def log_softmax_without_pad_and_bos(logits, bos_id):
+    """log-softmax over the last axis `V` with padding and BOS at probability zero."""
     token = tf.range(tf.shape(logits)[-1])  # (V,)
     blocked = (token == PAD_ID) | (token == bos_id)
-    return tf.nn.log_softmax(tf.where(blocked, MINUS_INF, logits)), cache
+    return tf.nn.log_softmax(tf.where(blocked, MINUS_INF, logits))
 
 
 def greedy_search(model, source_ids, bos_id, eos_id, max_length=64):
