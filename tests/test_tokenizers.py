@@ -1,4 +1,5 @@
 import itertools
+import json
 import os
 import re
 import unicodedata
@@ -121,6 +122,24 @@ def test_save_and_load_keep_the_vocabulary_as_an_asset(name, request, tmp_path):
 def test_load_names_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="tokenizer.json is missing"):
         load_tokenizer(str(tmp_path))
+
+
+def test_load_names_an_unknown_tokenizer_type(sentencepiece, tmp_path):
+    sentencepiece.save(str(tmp_path))
+    saved = json.loads((tmp_path / "tokenizer.json").read_text())
+    (tmp_path / "tokenizer.json").write_text(json.dumps({**saved, "type": "bpe"}))
+    with pytest.raises(ValueError, match=r"tokenizer.json: Unknown tokenizer type.*'bpe'"):
+        load_tokenizer(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["sentencepiece", "wordpiece"])
+def test_train_tokenizer_trains_the_type_it_is_named(name):
+    from keras_transformer.text import TOKENIZER_TYPES, train_tokenizer
+
+    tokenizer = train_tokenizer(name, ANIMALS, vocab_size=60)
+    assert type(tokenizer) is TOKENIZER_TYPES[name] and tokenizer.type_name == name
+    with pytest.raises(ValueError, match=r"Unknown tokenizer type.*'sentencepiece'"):
+        train_tokenizer("unigram", ANIMALS, vocab_size=60)
 
 
 def test_sentencepiece_rejects_a_model_with_other_special_ids():

@@ -6,7 +6,8 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer.text.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from keras_transformer.layers.masks import PAD_ID
+from keras_transformer.text.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
 

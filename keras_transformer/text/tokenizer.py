@@ -1,4 +1,4 @@
-"""The interface every tokenizer of the package shares, and loading from disk.
+"""The interface every tokenizer of the package shares.
 
 A tokenizer maps strings to ragged int32 ids and back, in TensorFlow ops, so
 it runs inside `tf.data` and inside an exported SavedModel. Id 0 is padding
@@ -17,7 +17,8 @@ import os
 
 import tensorflow as tf
 
-PAD_ID = 0
+from keras_transformer.layers.masks import PAD_ID
+
 UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
@@ -96,41 +97,3 @@ class Tokenizer(tf.Module):
         config = {"type": self.type_name, "asset": self.asset_file, "config": self.get_config()}
         with open(os.path.join(directory, CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)
-
-    @classmethod
-    def load(cls, directory):
-        """Loads a tokenizer saved with `save`; the class is read from the directory."""
-        return load_tokenizer(directory)
-
-
-def load_tokenizer(directory):
-    """Loads any tokenizer written by `Tokenizer.save`.
-
-    Args:
-        directory: the directory holding `tokenizer.json` and the asset file.
-
-    Returns:
-        The tokenizer, of the class named in `tokenizer.json`.
-
-    Raises:
-        FileNotFoundError: if the directory or one of its files is missing.
-        ValueError: if `tokenizer.json` names an unknown tokenizer type.
-    """
-    from keras_transformer.text.sentencepiece_tokenizer import SentencePieceTokenizer
-    from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
-
-    classes = {c.type_name: c for c in (SentencePieceTokenizer, WordPieceTokenizer)}
-    config_path = os.path.join(directory, CONFIG_FILE)
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"No tokenizer in {directory!r}: {CONFIG_FILE} is missing.")
-    with open(config_path, encoding="utf-8") as f:
-        saved = json.load(f)
-    if saved.get("type") not in classes:
-        raise ValueError(
-            f"{config_path} names an unknown tokenizer type. "
-            f"Expected one of {sorted(classes)}. Received: type={saved.get('type')!r}"
-        )
-    asset_path = os.path.join(directory, saved["asset"])
-    if not os.path.isfile(asset_path):
-        raise FileNotFoundError(f"Tokenizer asset {asset_path!r} is missing.")
-    return classes[saved["type"]].from_asset(asset_path, **saved["config"])
