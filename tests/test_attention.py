@@ -46,7 +46,7 @@ def test_scaled_dot_product_attention_rejects_unbroadcastable_mask():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_fully_masked_rows_stay_finite_in_low_precision(dtype):
+def test_fully_masked_rows_stay_finite_in_low_precision_inputs(dtype):
     q = ops.cast(random(2, 2, 4, 8), dtype)
     mask = np.zeros((2, 1, 1, 4), bool)  # every key blocked
     outputs, weights = layers.scaled_dot_product_attention(q, q, q, mask=mask)
@@ -117,6 +117,17 @@ def test_multi_head_attention_picks_up_the_keras_mask_of_value():
     expected = theirs(query, value)
     real = query_ids != 0
     np.testing.assert_allclose(implicit[real], ops.convert_to_numpy(expected)[real], atol=1e-5)
+
+
+def test_the_query_mask_marks_the_output_and_is_not_an_argument():
+    mha = layers.MultiHeadAttention(d_model=32, num_heads=4)
+    query_ids = np.array([[3, 4, 5, 0, 0]])
+    query = keras.layers.Embedding(20, 32, mask_zero=True)(query_ids)
+    value = random(1, 6, 32, seed=3)
+    outputs = mha(query, value)
+    np.testing.assert_array_equal(ops.convert_to_numpy(outputs._keras_mask), query_ids != 0)
+    with pytest.raises(TypeError, match="query_mask"):
+        mha(query, value, query_mask=query_ids != 0)
 
 
 def test_multi_head_attention_returns_per_head_scores():

@@ -32,6 +32,20 @@ def test_float16_offset_leaves_room_for_the_logit():
     assert np.all(np.isfinite(shifted))
 
 
+def test_a_float16_softmax_masked_with_the_offset_matches_float32():
+    logits = np.array([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
+    mask = np.array([[True, True, False, False], [False, False, False, False]])
+
+    def masked_softmax(dtype):
+        x = ops.cast(logits, dtype)
+        x = x + (1.0 - ops.cast(mask, dtype)) * masks.large_negative(dtype)
+        return ops.convert_to_numpy(ops.cast(ops.softmax(x, axis=-1), "float32"))
+
+    reference = masked_softmax("float32")
+    np.testing.assert_allclose(reference[1], 0.25)  # a fully blocked row: uniform
+    np.testing.assert_allclose(masked_softmax("float16"), reference, atol=1e-3)
+
+
 def test_as_attention_mask_expands_each_rank():
     assert masks.as_attention_mask(np.ones((3, 5), bool)).shape == (1, 1, 3, 5)
     assert masks.as_attention_mask(np.ones((2, 3, 5), bool)).shape == (2, 1, 3, 5)

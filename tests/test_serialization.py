@@ -104,3 +104,27 @@ def test_layers_inside_a_functional_model_round_trip_a_keras_file(tmp_path):
     np.testing.assert_array_equal(
         ops.convert_to_numpy(loaded([src, tgt])), ops.convert_to_numpy(model([src, tgt]))
     )
+
+
+@keras.saving.register_keras_serializable(package="tests")
+def squared_relu(x):
+    return ops.square(ops.relu(x))
+
+
+@pytest.mark.parametrize("activation", [squared_relu, keras.activations.gelu])
+def test_a_callable_activation_round_trips_a_keras_file(activation, tmp_path):
+    model = kt.Transformer(
+        1, 8, 2, 12, input_vocab_size=11, target_vocab_size=13, activation=activation
+    )
+    inputs = (np.array([[3, 4, 5, 0]]), np.array([[1, 6, 0]]))
+    expected = ops.convert_to_numpy(model(inputs))
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(ops.convert_to_numpy(loaded(inputs)), expected)
+    for layer in [
+        loaded,
+        loaded.encoder,
+        loaded.decoder.blocks[0],
+        loaded.decoder.blocks[0].feed_forward,
+    ]:
+        assert layer.activation is activation, layer.name

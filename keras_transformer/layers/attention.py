@@ -97,8 +97,9 @@ class MultiHeadAttention(keras.layers.Layer):
         query: `(B, T, D_q)`.
         value: `(B, S, D_v)`.
         key: optional `(B, S, D_k)`; defaults to `value`.
-        query_mask, value_mask, key_mask: optional boolean `(B, T)`/`(B, S)`,
-            True at real positions; filled from the inputs' Keras masks.
+        value_mask, key_mask: optional boolean `(B, S)`, True at real
+            keys; filled from the inputs' Keras masks. There is no
+            `query_mask`: padded query rows are not blocked (see above).
         attention_mask: optional boolean `(T, S)`, `(B, T, S)` or a rank-4
             mask broadcastable to `(B, H, T, S)`; True = may attend.
         use_causal_mask: whether query t may only attend to keys 0..t.
@@ -199,7 +200,6 @@ class MultiHeadAttention(keras.layers.Layer):
         query,
         value,
         key=None,
-        query_mask=None,
         value_mask=None,
         key_mask=None,
         attention_mask=None,

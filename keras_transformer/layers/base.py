@@ -1,11 +1,35 @@
 """What the encoder and decoder share: layer arguments and the stack around them."""
 
+import inspect
+
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.positional_encoding import PositionalEmbedding
 from keras_transformer.validation import check_positive_int, check_rate
+
+
+def arguments_of(obj, cls, exclude=()):
+    """`{name: obj.name}` for each named argument of `cls.__init__`, but `exclude`.
+
+    The layers keep each constructor argument as an attribute of the same
+    name, so this gives the arguments to pass on to a sublayer of class `cls`,
+    or to return from `get_config` with `cls=type(obj)`.
+    """
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {
+        p.name: getattr(obj, p.name)
+        for p in parameters
+        if p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self" and p.name not in exclude
+    }
+
+
+def serialized_arguments(obj, cls, exclude=()):
+    """`arguments_of`, with the activation serialized (a name or a registered callable)."""
+    arguments = arguments_of(obj, cls, exclude)
+    arguments["activation"] = keras.activations.serialize(arguments["activation"])
+    return arguments
 
 
 class TransformerBlock(keras.layers.Layer):
@@ -50,9 +74,9 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = activation
+        self.activation = keras.activations.get(activation)
         self.feed_forward = FeedForward(
-            d_model, dff, activation, dtype=self.dtype_policy, name="feed_forward"
+            d_model, dff, self.activation, dtype=self.dtype_policy, name="feed_forward"
         )
         self.feed_forward_norm = self._norm("feed_forward_norm")
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
@@ -78,17 +102,7 @@ class TransformerBlock(keras.layers.Layer):
         self.dropout.build(None)
 
     def get_config(self):
-        config = {
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "norm_first": self.norm_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "activation": self.activation,
-        }
-        return {**super().get_config(), **config}
+        return {**super().get_config(), **serialized_arguments(self, TransformerBlock)}
 
 
 class TransformerStack(keras.layers.Layer):
@@ -146,7 +160,7 @@ class TransformerStack(keras.layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = activation
+        self.activation = keras.activations.get(activation)
         self.positional_encoding_layout = positional_encoding_layout
         if embedding is None:
             embedding = PositionalEmbedding(
@@ -166,16 +180,7 @@ class TransformerStack(keras.layers.Layer):
         self.embedding = embedding
         self.blocks = [
             self.block_class(
-                d_model,
-                num_heads,
-                dff,
-                dropout_rate=dropout_rate,
-                attention_dropout_rate=attention_dropout_rate,
-                norm_first=norm_first,
-                layer_norm_epsilon=layer_norm_epsilon,
-                activation=activation,
-                dtype=self.dtype_policy,
-                name=f"layer_{i}",
+                **arguments_of(self, TransformerBlock), dtype=self.dtype_policy, name=f"layer_{i}"
             )
             for i in range(num_layers)
         ]
@@ -199,17 +204,5 @@ class TransformerStack(keras.layers.Layer):
         return self.embedding.compute_mask(token_ids)
 
     def get_config(self):
-        config = {
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "vocab_size": self.vocab_size,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "norm_first": self.norm_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "activation": self.activation,
-            "positional_encoding_layout": self.positional_encoding_layout,
-        }
-        return {**super().get_config(), **config}
+        arguments = serialized_arguments(self, TransformerStack, exclude=("embedding",))
+        return {**super().get_config(), **arguments}

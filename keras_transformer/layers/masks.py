@@ -32,6 +32,11 @@ def large_negative(dtype):
     float16 gets -3e4 instead (about half of its largest finite value, leaving
     room for the logit it is added to).
 
+    The package's own attention casts float16 and bfloat16 logits to float32
+    before masking (`scaled_dot_product_attention`), so it uses the float32
+    value; the float16 one is for attention that stays in float16, such as a
+    user's own layer.
+
     Args:
         dtype: the dtype of the logits.
 

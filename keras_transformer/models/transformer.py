@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
 from keras_transformer.validation import check_token_ids_shape
@@ -106,20 +107,11 @@ class Transformer(keras.Model):
         self.attention_dropout_rate = attention_dropout_rate
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = activation
+        self.activation = keras.activations.get(activation)
         self.positional_encoding_layout = positional_encoding_layout
         self.shared_embeddings = shared_embeddings
         shared = dict(
-            num_layers=num_layers,
-            d_model=d_model,
-            num_heads=num_heads,
-            dff=dff,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            activation=activation,
-            positional_encoding_layout=positional_encoding_layout,
+            arguments_of(self, TransformerStack, exclude=("vocab_size", "embedding")),
             dtype=self.dtype_policy,
         )
         self.encoder = Encoder(vocab_size=input_vocab_size, name="encoder", **shared)
@@ -243,19 +235,4 @@ class Transformer(keras.Model):
         return tuple(inputs)
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "num_layers": self.num_layers,
-            "d_model": self.d_model,
-            "num_heads": self.num_heads,
-            "dff": self.dff,
-            "input_vocab_size": self.input_vocab_size,
-            "target_vocab_size": self.target_vocab_size,
-            "dropout_rate": self.dropout_rate,
-            "attention_dropout_rate": self.attention_dropout_rate,
-            "norm_first": self.norm_first,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "activation": self.activation,
-            "positional_encoding_layout": self.positional_encoding_layout,
-            "shared_embeddings": self.shared_embeddings,
-        }
+        return {**super().get_config(), **serialized_arguments(self, Transformer)}
