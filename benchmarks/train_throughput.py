@@ -74,12 +74,7 @@ def make_batches(num_batches, seed=0):
 
 def compile_model(model, loss, metric):
     model.compile(
-        optimizer=keras.optimizers.Adam(
-            kt.TransformerSchedule(CONFIG["d_model"]),
-            beta_1=0.9,
-            beta_2=0.98,
-            epsilon=1e-9,
-        ),
+        optimizer=kt.transformer_optimizer(CONFIG["d_model"]),
         loss=loss,
         metrics=[metric],
         jit_compile=ARGS.jit_compile,

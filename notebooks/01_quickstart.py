@@ -104,12 +104,12 @@ model = kt.Transformer(
     input_vocab_size=tokenizer.vocab_size,
     target_vocab_size=tokenizer.vocab_size,
 )
-schedule = kt.TransformerSchedule(D_MODEL, warmup_steps=500)
 model.compile(
-    optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+    optimizer=kt.transformer_optimizer(D_MODEL, warmup_steps=500),
     loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
     metrics=[kt.MaskedAccuracy()],
 )
+schedule = kt.TransformerSchedule(D_MODEL, warmup_steps=500)  # the optimizer's
 steps = np.arange(1, 4000)
 plt.figure(figsize=(6, 3))
 plt.plot(steps, [float(schedule(s)) for s in steps])

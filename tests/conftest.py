@@ -54,9 +54,7 @@ def tiny_translation(tmp_path_factory):
     vocab = tokenizer.vocab_size
     model = kt.Transformer(2, 64, 4, 128, vocab, vocab)
     model.compile(
-        optimizer=keras.optimizers.Adam(
-            kt.TransformerSchedule(64, warmup_steps=200), beta_1=0.9, beta_2=0.98, epsilon=1e-9
-        ),
+        optimizer=kt.transformer_optimizer(64, warmup_steps=200),
         loss=kt.MaskedSparseCategoricalCrossentropy(),
     )
     model.fit(batches.dataset, epochs=5, verbose=0, shuffle=False)  # the pipeline shuffles

@@ -118,3 +118,25 @@ def test_scaled_schedule_scales_and_serializes():
     np.testing.assert_allclose(float(restored.learning_rate), float(optimizer.learning_rate))
     serialized = restored.get_config()["learning_rate"]
     assert serialized["registered_name"] == "keras_transformer>ScaledSchedule"
+
+
+def schedule_of(optimizer):
+    return keras.optimizers.schedules.deserialize(optimizer.get_config()["learning_rate"])
+
+
+def test_transformer_optimizer_is_the_papers_adam_on_the_scaled_schedule(tmp_path):
+    optimizer = kt.transformer_optimizer(256, warmup_steps=800, scale=0.7)
+    config = optimizer.get_config()
+    assert (config["beta_1"], config["beta_2"], config["epsilon"]) == (0.9, 0.98, 1e-9)
+    for step in [1, 400, 800, 5000]:
+        np.testing.assert_allclose(
+            float(schedule_of(optimizer)(step)), 0.7 * paper_rate(step, 256, 800), rtol=1e-6
+        )
+    assert isinstance(schedule_of(kt.transformer_optimizer(64)), kt.TransformerSchedule)
+    model = kt.Transformer(1, 8, 2, 8, input_vocab_size=9, target_vocab_size=9)
+    model.compile(optimizer=optimizer, loss=kt.MaskedSparseCategoricalCrossentropy())
+    model.save(tmp_path / "model.keras")
+    restored = keras.models.load_model(tmp_path / "model.keras").optimizer
+    np.testing.assert_allclose(
+        float(schedule_of(restored)(800)), 0.7 * paper_rate(800, 256, 800), rtol=1e-6
+    )

@@ -168,12 +168,7 @@ def dataset(pairs, batch_size=32):
 
 def compile_like_the_paper(model, warmup_steps):
     model.compile(
-        optimizer=keras.optimizers.Adam(
-            kt.TransformerSchedule(model.d_model, warmup_steps=warmup_steps),
-            beta_1=0.9,
-            beta_2=0.98,
-            epsilon=1e-9,
-        ),
+        optimizer=kt.transformer_optimizer(model.d_model, warmup_steps=warmup_steps),
         loss=kt.MaskedSparseCategoricalCrossentropy(),
         metrics=[kt.MaskedAccuracy()],
     )
@@ -207,8 +202,7 @@ MIRRORED = textwrap.dedent(
     with strategy.scope():
         model = kt.Transformer(1, 32, 4, 64, input_vocab_size=20, target_vocab_size=20)
         model.compile(
-            optimizer=keras.optimizers.Adam(kt.TransformerSchedule(32, warmup_steps=20),
-                                            beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+            optimizer=kt.transformer_optimizer(32, warmup_steps=20),
             loss=kt.MaskedSparseCategoricalCrossentropy(),
             metrics=[kt.MaskedAccuracy()],
         )
@@ -232,3 +226,13 @@ def test_fit_under_mirrored_strategy_on_two_logical_cpus():
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ok" in result.stdout
+
+
+def test_the_top_level_offers_what_users_reach_for_first():
+    from keras_transformer.export import export_translator
+    from keras_transformer.inference import Translator
+
+    assert kt.Translator is Translator and kt.export_translator is export_translator
+    for name in ["text", "datasets", "inference", "export", "training", "layers"]:
+        assert getattr(kt, name).__name__ == f"keras_transformer.{name}"
+    assert set(kt.__all__) <= set(dir(kt))

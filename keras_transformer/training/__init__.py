@@ -1,12 +1,27 @@
-"""Training objects: the warm-up schedule, the masked loss and accuracy."""
+"""Training objects: the optimizer and its warm-up schedule, the masked loss and accuracy,
+compiling from a config, the distribution strategy, checkpoints and backups."""
 
+from keras_transformer.training.checkpoints import (
+    PruneCheckpoints,
+    best_val_loss,
+    epoch_checkpoints,
+)
+from keras_transformer.training.compile import compile_model
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
+from keras_transformer.training.optimizers import transformer_optimizer
 from keras_transformer.training.schedules import ScaledSchedule, TransformerSchedule
+from keras_transformer.training.strategy import distribution_strategy
 
 __all__ = [
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
+    "PruneCheckpoints",
     "ScaledSchedule",
     "TransformerSchedule",
+    "best_val_loss",
+    "compile_model",
+    "distribution_strategy",
+    "epoch_checkpoints",
+    "transformer_optimizer",
 ]

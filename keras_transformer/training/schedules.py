@@ -25,8 +25,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     Example:
     ```python
-    optimizer = keras.optimizers.Adam(
-        TransformerSchedule(d_model=512), beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    schedule = TransformerSchedule(d_model=512)
+    schedule(4000)  # the peak, 512**-0.5 * 4000**-0.5
     ```
     """
 
