@@ -1,10 +1,12 @@
 """The run configuration: every data, model, training and decoding option, with defaults.
 
 A configuration is a dict of sections. Files (YAML or JSON) and `key=value`
-overrides replace defaults; unknown keys and values of the wrong type are
-errors that name the key. The defaults train a small model on the built-in
-numbers corpus (German number words to English) in about seven minutes on two CPU
-cores.
+overrides replace defaults; unknown keys, and values of the wrong type or out
+of range (`RULES`), are errors that name the key. The `model` section holds
+the arguments of `Transformer` with its defaults, and `decode` the decoding
+defaults of `keras_transformer.inference`. The defaults train a small model
+on the built-in numbers corpus (German number words to English) in about
+seven minutes on two CPU cores.
 
 Example:
 ```python
@@ -14,10 +16,37 @@ config["model"]["d_model"]  # 256
 """
 
 import copy
+import inspect
 import json
+import math
 import os
+from typing import NamedTuple
 
 import yaml
+
+from keras_transformer.inference import Translator
+from keras_transformer.layers.positional_encoding import LAYOUTS
+from keras_transformer.models import Transformer
+from keras_transformer.models.transformer import SHARED_EMBEDDINGS
+from keras_transformer.text import TOKENIZER_TYPES
+
+
+def signature_defaults(function, names):
+    """`{name: default}` of the parameters `names` of `function`."""
+    parameters = inspect.signature(function).parameters
+    return {name: parameters[name].default for name in names}
+
+
+# The model section is `Transformer`'s arguments: its defaults are the model's,
+# except for the four sizes, which the config sets for the built-in corpus.
+# The vocabulary sizes come from the trained tokenizers.
+MODEL_ARGUMENTS = [
+    name
+    for name, parameter in inspect.signature(Transformer).parameters.items()
+    if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
+    and name not in ("input_vocab_size", "target_vocab_size")
+]
+MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 
 DEFAULTS = {
     "data": {
@@ -42,17 +71,9 @@ DEFAULTS = {
         "vocab_size": 500,
         "shared": True,  # one vocabulary for both languages
     },
-    "model": {
-        "num_layers": 3,
-        "d_model": 128,
-        "num_heads": 4,
-        "dff": 512,
-        "dropout_rate": 0.1,
-        "attention_dropout_rate": 0.0,
-        "norm_first": False,
-        # null (separate) | output (target embedding = pre-softmax projection) | all
-        "shared_embeddings": None,
-    },
+    # shared_embeddings: null (separate) | output (target embedding = pre-softmax
+    # projection) | all
+    "model": {**signature_defaults(Transformer, MODEL_ARGUMENTS), **MODEL_SIZES},
     "train": {
         "epochs": 6,
         "warmup_steps": 500,
@@ -68,10 +89,105 @@ DEFAULTS = {
         "seed": 0,
     },
     "decode": {
-        "beam_size": 4,
-        "alpha": 0.6,
-        "max_length": 64,
+        **signature_defaults(Translator, ["beam_size", "alpha", "max_length"]),
         "batch_size": 64,
+    },
+}
+
+
+NONE = type(None)
+
+
+class Rule(NamedTuple):
+    """What a config value may be: Python types, a description and a test."""
+
+    types: tuple
+    description: str
+    test: object = None
+
+    def problem(self, value):
+        """Why `value` breaks the rule (a phrase to follow "must be"), or None."""
+        if isinstance(value, bool) is not (bool in self.types) and object not in self.types:
+            return self.type_problem()
+        if not isinstance(value, self.types):
+            return self.type_problem()
+        if value is not None and self.test is not None and not self.test(value):
+            return self.description
+        return None
+
+    def type_problem(self):
+        names = " or ".join("null" if t is NONE else t.__name__ for t in self.types)
+        return f"of type {names}: {self.description}"
+
+
+def one_of(*choices):
+    names = ", ".join("null" if choice is None else repr(choice) for choice in choices)
+    return Rule((object,), f"one of {names}", lambda v: v in choices)
+
+
+def optional(rule):
+    return Rule((*rule.types, NONE), f"{rule.description} or null", rule.test)
+
+
+TEXT = Rule((str,), "a non-empty string", lambda v: v.strip() != "")
+POSITIVE_INT = Rule((int,), "a positive integer", lambda v: v > 0)
+COUNT = Rule((int,), "an integer >= 0", lambda v: v >= 0)
+POSITIVE = Rule((float,), "a number > 0", lambda v: v > 0)
+RATE = Rule((float,), "a number in [0, 1)", lambda v: 0 <= v < 1)
+NUMBER = Rule((float,), "a finite number", math.isfinite)
+FLAG = Rule((bool,), "true or false")
+
+RULES = {
+    "data": {
+        "corpus": one_of("numbers", "files", "tsv", "tfds"),
+        "directory": Rule((str, NONE), "a directory or null"),
+        "path": Rule((str, NONE), "a file path or null"),
+        "name": Rule((str, NONE), "a TensorFlow Datasets name or null"),
+        "source_lang": TEXT,
+        "target_lang": TEXT,
+        "train_split": TEXT,
+        "val_split": TEXT,
+        "test_split": TEXT,
+        "train_limit": optional(POSITIVE_INT),
+        "max_length": POSITIVE_INT,
+        "tokens_per_batch": POSITIVE_INT,
+        "overflow": one_of("drop", "truncate"),
+    },
+    "tokenizer": {
+        "type": one_of(*TOKENIZER_TYPES),
+        "vocab_size": POSITIVE_INT,
+        "shared": FLAG,
+    },
+    "model": {
+        "num_layers": POSITIVE_INT,
+        "d_model": POSITIVE_INT,
+        "num_heads": POSITIVE_INT,
+        "dff": POSITIVE_INT,
+        "dropout_rate": RATE,
+        "attention_dropout_rate": RATE,
+        "norm_first": FLAG,
+        "layer_norm_epsilon": POSITIVE,
+        "activation": TEXT,
+        "positional_encoding_layout": one_of(*LAYOUTS),
+        "shared_embeddings": one_of(*SHARED_EMBEDDINGS),
+    },
+    "train": {
+        "epochs": POSITIVE_INT,
+        "warmup_steps": POSITIVE_INT,
+        "learning_rate_scale": POSITIVE,
+        "label_smoothing": RATE,
+        "patience": COUNT,
+        "backup_every_steps": COUNT,
+        "keep_checkpoints": POSITIVE_INT,
+        "mixed_precision": FLAG,
+        "devices": POSITIVE_INT,
+        "seed": COUNT,
+    },
+    "decode": {
+        "beam_size": POSITIVE_INT,
+        "alpha": NUMBER,
+        "max_length": POSITIVE_INT,
+        "batch_size": POSITIVE_INT,
     },
 }
 
@@ -136,23 +252,30 @@ def builtin_config_path(name):
 
 
 def set_value(config, dotted, value):
-    """Sets `config[section][key]` from `"section.key"`, checking name and type."""
+    """Sets `config[section][key]` from `"section.key"`, checking name, type and range."""
     section, _, key = dotted.partition(".")
-    if section not in DEFAULTS or key not in DEFAULTS[section]:
-        valid = ", ".join(f"{s}.{k}" for s in DEFAULTS for k in DEFAULTS[s])
+    if section not in RULES or key not in RULES[section]:
+        valid = ", ".join(f"{s}.{k}" for s in RULES for k in RULES[s])
         raise ConfigError(f"Unknown config key {dotted!r}. Valid keys: {valid}")
-    default = DEFAULTS[section][key]
-    if default is not None and value is not None:
-        expected = float if isinstance(default, float) else type(default)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise ConfigError(
-                f"Config key {dotted!r} must be of type {expected.__name__}. Received: {value!r}"
-            )
-    elif default is not None and value is None:
-        raise ConfigError(f"Config key {dotted!r} needs a value. Received: null")
+    rule = RULES[section][key]
+    if float in rule.types:
+        value = as_float(value)
+    problem = rule.problem(value)
+    if problem is not None:
+        raise ConfigError(f"Config key {dotted!r} must be {problem}. Received: {value!r}")
     config[section][key] = value
+
+
+def as_float(value):
+    """Integers and numeric strings ("1e-6", which YAML reads as text) as floats."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def save_config(config, path):

@@ -271,6 +271,32 @@ def test_run_errors_name_the_problem(run, tmp_path, capsys):
     assert "no epoch checkpoints" in capsys.readouterr().err
 
 
+def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
+    from keras_transformer.config import DEFAULTS
+
+    chosen = {
+        "num_layers": 2,
+        "d_model": 16,
+        "num_heads": 2,
+        "dff": 24,
+        "dropout_rate": 0.2,
+        "attention_dropout_rate": 0.1,
+        "norm_first": True,
+        "layer_norm_epsilon": 1e-5,
+        "activation": "gelu",
+        "positional_encoding_layout": "concatenated",
+        "shared_embeddings": "all",
+    }
+    assert chosen.keys() == DEFAULTS["model"].keys()
+    for name, value in chosen.items():
+        assert value != DEFAULTS["model"][name], name
+    overrides = [f"model.{k}={str(v).lower()}" for k, v in chosen.items()]
+    run_dir = tmp_path / "run"
+    assert tiny_train(run_dir, "train.epochs=1", "data.train_limit=64", *overrides) == 0
+    config = keras.models.load_model(run_dir / "model.keras").get_config()
+    assert {k: config[k] for k in chosen} == chosen
+
+
 def test_config_file_sets_options(tmp_path):
     from keras_transformer.config import load_config
 

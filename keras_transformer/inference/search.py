@@ -26,6 +26,12 @@ from keras_transformer.validation import check_positive_int
 
 MINUS_INF = float("-inf")
 
+# The decoding defaults of the whole package: the searches, `Translator` and
+# the run configuration's `decode` section all take them from here.
+MAX_LENGTH = 64
+BEAM_SIZE = 4
+ALPHA = 0.6
+
 
 def length_penalty(length, alpha):
     """GNMT length penalty (Wu et al., 2016): ((5 + |Y|) / 6) ** alpha."""
@@ -59,7 +65,7 @@ def log_softmax_without_pad_and_bos(logits, bos_id):
     return tf.nn.log_softmax(tf.where(blocked, MINUS_INF, logits))
 
 
-def greedy_search(model, source_ids, bos_id, eos_id, max_length=64):
+def greedy_search(model, source_ids, bos_id, eos_id, max_length=MAX_LENGTH):
     """Picks the most likely next token at every step.
 
     Args:
@@ -114,7 +120,9 @@ def greedy_search(model, source_ids, bos_id, eos_id, max_length=64):
     return output, score
 
 
-def beam_search(model, source_ids, bos_id, eos_id, max_length=64, beam_size=4, alpha=0.6):
+def beam_search(
+    model, source_ids, bos_id, eos_id, max_length=MAX_LENGTH, beam_size=BEAM_SIZE, alpha=ALPHA
+):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
     A finished hypothesis Y scores log P(Y | X) / length_penalty(|Y|, alpha)

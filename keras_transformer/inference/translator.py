@@ -2,7 +2,15 @@
 
 import tensorflow as tf
 
-from keras_transformer.inference.search import beam_search, greedy_search
+from keras_transformer.inference.search import (
+    ALPHA,
+    BEAM_SIZE,
+    MAX_LENGTH,
+    beam_search,
+    greedy_search,
+)
+from keras_transformer.layers.base import arguments_of
+from keras_transformer.layers.masks import PAD_ID
 from keras_transformer.validation import check_positive_int
 
 
@@ -23,9 +31,10 @@ class Translator(tf.Module):
         model: a trained `keras_transformer.Transformer`.
         source_tokenizer: the source side's `keras_transformer.text.Tokenizer`.
         target_tokenizer: the target side's tokenizer (may be the same).
-        max_length: most target tokens to generate, EOS included.
-        beam_size: 1 for greedy search, more for beam search.
-        alpha: length penalty of beam search.
+        max_length: most target tokens to generate, EOS included. Defaults
+            to 64.
+        beam_size: 1 for greedy search, more for beam search. Defaults to 4.
+        alpha: length penalty of beam search. Defaults to 0.6.
         max_source_length: longest source in tokens, EOS included.
         jit_compile: whether to compile the search with XLA (about 2x faster
             on CPU here); the tokenizers always run uncompiled.
@@ -46,9 +55,9 @@ class Translator(tf.Module):
         model,
         source_tokenizer,
         target_tokenizer,
-        max_length=128,
-        beam_size=1,
-        alpha=0.6,
+        max_length=MAX_LENGTH,
+        beam_size=BEAM_SIZE,
+        alpha=ALPHA,
         max_source_length=256,
         jit_compile=True,
     ):
@@ -79,6 +88,16 @@ class Translator(tf.Module):
         self.jit_compile = jit_compile
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
+    def copy(self, **changes):
+        """A new `Translator` of the same model and tokenizers, with `changes` to its options.
+
+        Example:
+        ```python
+        greedy = translator.copy(beam_size=1)
+        ```
+        """
+        return Translator(**{**arguments_of(self, Translator), **changes})
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def __call__(self, sentences):
         """Translates `sentences` `(B,)` into strings `(B,)`."""
@@ -89,10 +108,10 @@ class Translator(tf.Module):
     def source_ids(self, sentences):
         """Tokenized sources, cut to `max_source_length` with EOS: int32 `(B, S)`."""
         pieces = self.source_tokenizer.tokenize(sentences)[:, : self.max_source_length - 1]
-        dense = tf.pad(pieces.to_tensor(0), [[0, 0], [0, 1]])  # (B, S), room for EOS
-        eos_id = self.source_tokenizer.eos_id
-        at_end = tf.one_hot(pieces.row_lengths(), tf.shape(dense)[1], eos_id, 0, dtype=tf.int32)
-        return dense + at_end  # (B, S)
+        dense = tf.pad(pieces.to_tensor(PAD_ID), [[0, 0], [0, 1]], constant_values=PAD_ID)
+        lengths = tf.cast(pieces.row_lengths(), tf.int32)  # (B,)
+        at_end = tf.range(tf.shape(dense)[1])[None, :] == lengths[:, None]  # (B, S)
+        return tf.where(at_end, self.source_tokenizer.eos_id, dense)  # (B, S), EOS after the pieces
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
@@ -116,11 +135,12 @@ class Translator(tf.Module):
         with tf.control_dependencies(checks):
             batch, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
             padded_length = tf.maximum(8, next_power_of_two(length))
-            padded = tf.pad(source_ids, [[0, 0], [0, padded_length - length]])  # (B, S')
+            padded = tf.pad(
+                source_ids, [[0, 0], [0, padded_length - length]], constant_values=PAD_ID
+            )  # (B, S')
             if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
-                empty = tf.one_hot(
-                    [0], padded_length, self.source_tokenizer.eos_id, 0, dtype=tf.int32
-                )
+                position = tf.range(padded_length)[None, :]  # (1, S')
+                empty = tf.where(position == 0, self.source_tokenizer.eos_id, PAD_ID)
                 more = tf.tile(empty, [next_power_of_two(batch) - batch, 1])
                 padded = tf.concat([padded, more], axis=0)  # (B', S')
             return self._search(padded)[:batch]
@@ -140,3 +160,30 @@ def next_power_of_two(n):
     """The smallest power of two >= `n`, for a scalar int32 tensor `n` >= 0."""
     powers = tf.constant([2**i for i in range(31)])
     return tf.gather(powers, tf.searchsorted(powers, tf.reshape(n, [1]))[0])
+
+
+def translate_lines(translator, lines, batch_size=64):
+    """Translates a list of strings in batches, sorted by length for speed.
+
+    Args:
+        translator: any callable from a `tf.string` batch `(B,)` to one,
+            such as a `Translator` or a loaded SavedModel's `serving_default`.
+        lines: a list of strings.
+        batch_size: sentences per call.
+
+    Returns:
+        The translations, a list of strings in the order of `lines`.
+
+    Example:
+    ```python
+    translate_lines(translator, ["einundzwanzig", "zwei"])  # ['twenty-one', 'two']
+    ```
+    """
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    out = [None] * len(lines)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        results = translator(tf.constant([lines[i] for i in chunk])).numpy()
+        for i, text in zip(chunk, results, strict=True):
+            out[i] = text.decode("utf-8", errors="replace")
+    return out

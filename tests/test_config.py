@@ -1,0 +1,90 @@
+"""The run configuration: one schema, defaults taken from the code they configure."""
+
+import inspect
+
+import pytest
+
+import keras_transformer as kt
+from keras_transformer import config as cfg
+from keras_transformer.inference import beam_search, greedy_search
+from keras_transformer.layers import Decoder, Encoder, EncoderLayer, FeedForward
+from keras_transformer.layers.base import TransformerBlock, TransformerStack
+
+
+def defaults(function):
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
+
+def test_every_key_has_a_rule_and_every_default_follows_it():
+    assert {s: set(keys) for s, keys in cfg.DEFAULTS.items()} == {
+        s: set(rules) for s, rules in cfg.RULES.items()
+    }
+    for section, values in cfg.DEFAULTS.items():
+        for key, value in values.items():
+            assert cfg.RULES[section][key].problem(value) is None, (section, key, value)
+
+
+def test_the_model_section_is_every_argument_of_transformer_with_its_defaults():
+    arguments = defaults(kt.Transformer)
+    required = {"num_layers", "d_model", "num_heads", "dff"}
+    assert set(cfg.DEFAULTS["model"]) == set(arguments) | required
+    for name, value in arguments.items():
+        assert cfg.DEFAULTS["model"][name] == value, name
+
+
+def test_the_layers_share_the_models_defaults():
+    model = defaults(kt.Transformer)
+    for layer in [TransformerStack, Encoder, Decoder, TransformerBlock, EncoderLayer, FeedForward]:
+        own = defaults(layer)
+        for name in own.keys() & model.keys():
+            assert own[name] == model[name], (layer.__name__, name)
+    assert defaults(TransformerBlock)["activation"] == defaults(FeedForward)["activation"]
+
+
+def test_decoding_defaults_are_the_same_everywhere():
+    decode = {k: v for k, v in cfg.DEFAULTS["decode"].items() if k != "batch_size"}
+    for function in [kt.Translator, beam_search]:
+        assert {k: defaults(function)[k] for k in decode} == decode, function
+    assert defaults(greedy_search)["max_length"] == decode["max_length"]
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("data.train_limit=0", "'data.train_limit' must be a positive integer or null"),
+        ("data.train_limit=many", "'data.train_limit' must be of type int or null"),
+        ("data.directory=3", "'data.directory' must be of type str or null"),
+        ("data.corpus=wmt", "'data.corpus' must be one of 'numbers', 'files', 'tsv', 'tfds'"),
+        ("data.source_lang=", "'data.source_lang' must be of type str"),
+        ("tokenizer.type=bpe", "'tokenizer.type' must be one of 'sentencepiece', 'wordpiece'"),
+        ("tokenizer.shared=1", "'tokenizer.shared' must be of type bool"),
+        ("model.shared_embeddings=yes", "'model.shared_embeddings' must be one of null,"),
+        ("model.num_heads=0", "'model.num_heads' must be a positive integer"),
+        ("model.dropout_rate=1", "'model.dropout_rate' must be a number in [0, 1)"),
+        ("model.layer_norm_epsilon=0", "'model.layer_norm_epsilon' must be a number > 0"),
+        ("model.positional_encoding_layout=x", "must be one of 'interleaved', 'concatenated'"),
+        ("model.norm_first=2", "'model.norm_first' must be of type bool"),
+        ("train.backup_every_steps=-1", "'train.backup_every_steps' must be an integer >= 0"),
+        ("train.epochs=true", "'train.epochs' must be of type int"),
+        ("train.learning_rate_scale=0", "'train.learning_rate_scale' must be a number > 0"),
+        ("decode.beam_size=0", "'decode.beam_size' must be a positive integer"),
+        ("decode.alpha=.nan", "'decode.alpha' must be a finite number"),
+    ],
+)
+def test_bad_values_name_the_key_and_what_it_takes(override, message):
+    with pytest.raises(cfg.ConfigError) as error:
+        cfg.load_config(overrides=[override])
+    assert message in str(error.value) and "Received:" in str(error.value)
+
+
+def test_numbers_are_read_as_written():
+    config = cfg.load_config(
+        overrides=["model.layer_norm_epsilon=1e-5", "train.label_smoothing=0", "data.train_limit=9"]
+    )
+    assert config["model"]["layer_norm_epsilon"] == 1e-5  # YAML reads 1e-5 as text
+    assert config["train"]["label_smoothing"] == 0.0
+    assert config["data"]["train_limit"] == 9
