@@ -1,15 +1,32 @@
-"""keras_transformer: the encoder-decoder Transformer as Keras 3 layers."""
+"""keras_transformer: the encoder-decoder Transformer as Keras 3 layers.
+
+The names most programs need are here (`kt.Transformer`,
+`kt.transformer_optimizer`, `kt.Translator`, `kt.export_translator`, ...);
+the subpackages `kt.layers`, `kt.text`, `kt.datasets`, `kt.training`,
+`kt.inference` and `kt.export` hold the rest.
+"""
 
 from keras_transformer.startup import import_tensorflow_quietly
 
 import_tensorflow_quietly()  # before Keras imports TensorFlow; see startup.py
 
-from keras_transformer import layers  # noqa: E402
+from keras_transformer import (  # noqa: E402
+    datasets,
+    export,
+    inference,
+    layers,
+    models,
+    text,
+    training,
+)
+from keras_transformer.export import export_translator  # noqa: E402
+from keras_transformer.inference import Translator  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 from keras_transformer.training import (  # noqa: E402
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
     TransformerSchedule,
+    transformer_optimizer,
 )
 
 __version__ = "0.1.0"
@@ -19,5 +36,14 @@ __all__ = [
     "MaskedSparseCategoricalCrossentropy",
     "Transformer",
     "TransformerSchedule",
+    "Translator",
+    "datasets",
+    "export",
+    "export_translator",
+    "inference",
     "layers",
+    "models",
+    "text",
+    "training",
+    "transformer_optimizer",
 ]

@@ -143,9 +143,10 @@ def beam_sizes_one(text):
 def run_train(args):
     config = load_config(args.config, args.set)
     from keras_transformer import workflow
+    from keras_transformer.training import distribution_strategy
 
     if config["train"]["devices"] > 1:
-        workflow.distribution_strategy(config["train"]["devices"])
+        distribution_strategy(config["train"]["devices"])  # before TensorFlow starts
     workflow.train(args.run_dir, config)
     print(f"trained: {args.run_dir}")
 
@@ -174,6 +175,8 @@ def run_evaluate(args):
 
 
 def run_translate(args):
+    from keras_transformer.inference import translate_lines
+
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     if args.saved_model:
         outputs = translate_with_saved_model(args.saved_model, sentences)
@@ -183,7 +186,7 @@ def run_translate(args):
         translator = workflow.make_translator(
             args.run_dir, args.checkpoint, args.beam_size, args.alpha
         )
-        outputs = workflow.translate_lines(translator, sentences)
+        outputs = translate_lines(translator, sentences)
     for line in outputs:
         print(line)
 
@@ -194,7 +197,7 @@ def translate_with_saved_model(path, sentences):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
-    from keras_transformer.workflow import translate_lines
+    from keras_transformer.inference import translate_lines
 
     serve = tf.saved_model.load(path).signatures["serving_default"]
     return translate_lines(lambda batch: serve(inputs=batch)["outputs"], sentences)

@@ -22,29 +22,27 @@ print(evaluate("runs/numbers")["bleu"])
 ```
 """
 
-import csv
-import glob
 import json
 import os
 
 import keras
 import numpy as np
 import sacrebleu
-import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer import datasets
-from keras_transformer.config import ConfigError, read_saved_config, save_config
+from keras_transformer.config import read_saved_config, save_config
+from keras_transformer.datasets import load_corpus
 from keras_transformer.export import export_translator
-from keras_transformer.inference import Translator
-from keras_transformer.text import (
-    SentencePieceTokenizer,
-    WordPieceTokenizer,
-    load_tokenizer,
-    make_batches,
+from keras_transformer.inference import Translator, translate_lines
+from keras_transformer.text import load_tokenizer, make_batches, train_tokenizer
+from keras_transformer.training import (
+    PruneCheckpoints,
+    best_val_loss,
+    compile_model,
+    distribution_strategy,
+    epoch_checkpoints,
 )
 from keras_transformer.training.backup import StopOnNaN, TrainingBackup
-from keras_transformer.training.schedules import ScaledSchedule
 
 CONFIG_FILE = "config.json"
 DONE_FILE = "trained.json"
@@ -55,116 +53,28 @@ class RunError(RuntimeError):
     """A run directory that cannot do what was asked (missing, unfinished, mismatched)."""
 
 
-def load_corpus(data, split):
-    """The `split` of the corpus the `data` section names, as a `ParallelCorpus`."""
-    corpus, src, tgt = data["corpus"], data["source_lang"], data["target_lang"]
-    if corpus == "numbers":
-        return datasets.numbers_corpus(split, src, tgt)
-    if corpus == "files":
-        directory = os.path.expandvars(data["directory"] or "")
-        if not directory or "$" in directory:
-            raise ConfigError(
-                "data.corpus=files needs data.directory (environment variables in it "
-                f"must be set). Received: {data['directory']!r}"
-            )
-        return datasets.load_split(directory, split, src, tgt)
-    if corpus == "tsv":
-        if not data["path"]:
-            raise ConfigError("data.corpus=tsv needs data.path")
-        return _tsv_split(datasets.load_tsv(data["path"]), split, data)
-    if corpus == "tfds":
-        if not data["name"]:
-            raise ConfigError("data.corpus=tfds needs data.name")
-        return datasets.load_tfds(data["name"], split)
-    raise ConfigError(f"data.corpus must be numbers, files, tsv or tfds. Received: {corpus!r}")
-
-
-def _tsv_split(corpus, split, data):
-    """A fixed shuffle of a TSV file: the last 2% is test, the 2% before it val."""
-    order = np.random.default_rng(0).permutation(len(corpus))
-    held = max(1, len(corpus) // 50)
-    parts = {
-        data["train_split"]: order[: -2 * held],
-        data["val_split"]: order[-2 * held : -held],
-        data["test_split"]: order[-held:],
-    }
-    if split not in parts:
-        raise ConfigError(f"A TSV corpus has the splits {sorted(parts)}. Received: {split!r}")
-    chosen = parts[split]
-    return datasets.ParallelCorpus(
-        [corpus.sources[i] for i in chosen], [corpus.targets[i] for i in chosen]
-    )
-
-
-def train_tokenizer(settings, texts):
-    kind = {"sentencepiece": SentencePieceTokenizer, "wordpiece": WordPieceTokenizer}
-    if settings["type"] not in kind:
-        raise ConfigError(
-            f"tokenizer.type must be sentencepiece or wordpiece. Received: {settings['type']!r}"
-        )
-    return kind[settings["type"]].train(texts, vocab_size=settings["vocab_size"])
-
-
 def prepare_tokenizers(run_dir, config, corpus):
     """Loads the run's tokenizers, or trains them on `corpus` and saves them."""
     source_dir = os.path.join(run_dir, "tokenizers", "source")
     target_dir = os.path.join(run_dir, "tokenizers", "target")
     if os.path.isdir(source_dir):
         return load_tokenizers(run_dir, config)
-    settings = config["tokenizer"]
-    if settings["shared"]:
-        source = target = train_tokenizer(settings, corpus.sources + corpus.targets)
+    kind, size = config["tokenizer"]["type"], config["tokenizer"]["vocab_size"]
+    if config["tokenizer"]["shared"]:
+        source = target = train_tokenizer(kind, corpus.sources + corpus.targets, size)
     else:
-        source = train_tokenizer(settings, corpus.sources)
-        target = train_tokenizer(settings, corpus.targets)
+        source = train_tokenizer(kind, corpus.sources, size)
+        target = train_tokenizer(kind, corpus.targets, size)
         target.save(target_dir)
     source.save(source_dir)
     return source, target
 
 
 def build_model(config, source_vocab, target_vocab):
-    m = config["model"]
+    """The `Transformer` of the config's `model` section for the given vocabularies."""
     return kt.Transformer(
-        num_layers=m["num_layers"],
-        d_model=m["d_model"],
-        num_heads=m["num_heads"],
-        dff=m["dff"],
-        input_vocab_size=source_vocab,
-        target_vocab_size=target_vocab,
-        dropout_rate=m["dropout_rate"],
-        attention_dropout_rate=m["attention_dropout_rate"],
-        norm_first=m["norm_first"],
-        shared_embeddings=m["shared_embeddings"],
+        **config["model"], input_vocab_size=source_vocab, target_vocab_size=target_vocab
     )
-
-
-def compile_model(model, config):
-    t = config["train"]
-    schedule = kt.TransformerSchedule(config["model"]["d_model"], t["warmup_steps"])
-    if t["learning_rate_scale"] != 1.0:
-        schedule = ScaledSchedule(schedule, t["learning_rate_scale"])
-    model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-        loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=t["label_smoothing"]),
-        metrics=[kt.MaskedAccuracy()],
-    )
-
-
-class PruneCheckpoints(keras.callbacks.Callback):
-    """Keeps only the newest `keep` epoch checkpoints in `directory`."""
-
-    def __init__(self, directory, keep):
-        super().__init__()
-        self.directory = directory
-        self.keep = keep
-
-    def on_epoch_end(self, epoch, logs=None):
-        for path in epoch_checkpoints(self.directory)[: -self.keep]:
-            os.remove(path)
-
-
-def epoch_checkpoints(directory):
-    return sorted(glob.glob(os.path.join(directory, "epoch-*.weights.h5")))
 
 
 def resolve_config(run_dir, config):
@@ -207,11 +117,6 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         print(f"{run_dir} has finished training; nothing to do.")
         return None
     t, data = config["train"], config["data"]
-    if t["backup_every_steps"] < 0:
-        raise ConfigError(
-            "train.backup_every_steps must be 0 (epoch ends only) or a positive integer. "
-            f"Received: {t['backup_every_steps']}"
-        )
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
         keras.config.set_dtype_policy("mixed_bfloat16")
@@ -219,10 +124,6 @@ def train(run_dir, config, verbose="auto", callbacks=()):
 
     train_corpus = load_corpus(data, data["train_split"])
     if data["train_limit"] is not None:
-        if not isinstance(data["train_limit"], int) or data["train_limit"] <= 0:
-            raise ConfigError(
-                f"data.train_limit must be a positive integer. Received: {data['train_limit']!r}"
-            )
         train_corpus = train_corpus[: data["train_limit"]]
     val_corpus = load_corpus(data, data["val_split"])
     source_tokenizer, target_tokenizer = prepare_tokenizers(run_dir, config, train_corpus)
@@ -241,7 +142,7 @@ def train(run_dir, config, verbose="auto", callbacks=()):
 
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
-        compile_model(model, config)
+        compile_model(model, t)
         one = np.ones((1, 2), "int32")
         model((one, one))  # build the weights, which a backup restores into
     checkpoints = os.path.join(run_dir, "checkpoints")
@@ -259,7 +160,9 @@ def train(run_dir, config, verbose="auto", callbacks=()):
             os.path.join(run_dir, "model.keras"),
             monitor="val_loss",
             save_best_only=True,
-            initial_value_threshold=best_val_loss(run_dir) if initial_epoch else None,
+            initial_value_threshold=(
+                best_val_loss(os.path.join(run_dir, "metrics.csv")) if initial_epoch else None
+            ),
         ),
         keras.callbacks.ModelCheckpoint(
             os.path.join(checkpoints, "epoch-{epoch:03d}.weights.h5"), save_weights_only=True
@@ -282,37 +185,6 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     with open(os.path.join(run_dir, DONE_FILE), "w", encoding="utf-8") as f:
         json.dump({"epochs": len(history.epoch), "history": history.history}, f)
     return history
-
-
-def best_val_loss(run_dir):
-    """The lowest validation loss in the run's metrics.csv, or None: a resumed run's
-    best model is replaced only by a better one."""
-    path = os.path.join(run_dir, "metrics.csv")
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        losses = [float(row["val_loss"]) for row in csv.DictReader(f) if row.get("val_loss")]
-    return min(losses, default=None)
-
-
-def distribution_strategy(devices):
-    """One device, or `MirroredStrategy` over `devices` GPUs or logical CPUs."""
-    if devices <= 1:
-        return tf.distribute.get_strategy()
-    gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) >= devices:
-        return tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(devices)])
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    try:
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * devices
-        )
-    except RuntimeError:
-        raise RunError(
-            "train.devices > 1 on CPU needs the logical devices set before TensorFlow "
-            "starts; run it from a fresh process (the CLI does)."
-        ) from None
-    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
 
 
 def load_run(run_dir, checkpoint="best"):
@@ -378,22 +250,6 @@ def translators(run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_
         for beam_size in beam_sizes
     ]
     return made, config
-
-
-def translate_lines(translator, lines, batch_size=64):
-    """Translates a list of strings in batches, sorted by length for speed.
-
-    `translator` is any callable from a `tf.string` batch `(B,)` to one, such
-    as a `Translator` or a loaded SavedModel's `serving_default`.
-    """
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    out = [None] * len(lines)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        results = translator(tf.constant([lines[i] for i in chunk])).numpy()
-        for i, text in zip(chunk, results, strict=True):
-            out[i] = text.decode("utf-8", errors="replace")
-    return out
 
 
 def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None):

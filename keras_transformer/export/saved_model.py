@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-from keras_transformer.inference import Translator
 from keras_transformer.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
@@ -100,16 +99,7 @@ def export_translator(
             f"{path} exists; export versions are never overwritten. "
             "Choose another version or leave `version` unset for the next one."
         )
-    translator = Translator(
-        translator.model,
-        translator.source_tokenizer,
-        translator.target_tokenizer,
-        max_length=translator.max_length,
-        beam_size=translator.beam_size,
-        alpha=translator.alpha,
-        max_source_length=translator.max_source_length,
-        jit_compile=xla,
-    )
+    translator = translator.copy(jit_compile=xla)
 
     # The Keras model is not an attribute of the saved object, only its
     # variables: Keras would otherwise add a signature of its own.
