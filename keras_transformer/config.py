@@ -29,6 +29,7 @@ from keras_transformer.layers.positional_encoding import LAYOUTS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
+from keras_transformer.validation import ConfigError
 
 
 def signature_defaults(function, names):
@@ -193,10 +194,6 @@ RULES = {
 
 
 BUILTIN_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
-
-
-class ConfigError(ValueError):
-    """A configuration key or value that is not allowed."""
 
 
 def default_config():

@@ -11,6 +11,10 @@ from keras import backend
 from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
 
+class ConfigError(ValueError):
+    """A run configuration key or value that is not allowed (`keras_transformer.config`)."""
+
+
 def check_positive_int(name, value):
     """Raises unless `value` is an integer > 0 (booleans are not integers)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:

@@ -135,6 +135,8 @@ def test_transformer_optimizer_is_the_papers_adam_on_the_scaled_schedule(tmp_pat
     assert isinstance(schedule_of(kt.transformer_optimizer(64)), kt.TransformerSchedule)
     model = kt.Transformer(1, 8, 2, 8, input_vocab_size=9, target_vocab_size=9)
     model.compile(optimizer=optimizer, loss=kt.MaskedSparseCategoricalCrossentropy())
+    model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))  # build the weights
+    optimizer.build(model.trainable_variables)  # and the optimizer's
     model.save(tmp_path / "model.keras")
     restored = keras.models.load_model(tmp_path / "model.keras").optimizer
     np.testing.assert_allclose(

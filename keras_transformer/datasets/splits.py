@@ -4,12 +4,12 @@ import os
 
 import numpy as np
 
-from keras_transformer.config import ConfigError
 from keras_transformer.datasets.corpus import ParallelCorpus
 from keras_transformer.datasets.numbers import numbers_corpus
 from keras_transformer.datasets.parallel_files import load_split
 from keras_transformer.datasets.tfds import load_tfds
 from keras_transformer.datasets.tsv import load_tsv
+from keras_transformer.validation import ConfigError
 
 
 def load_corpus(data, split):
