@@ -245,7 +245,9 @@ class MultiHeadAttention(keras.layers.Layer):
         v = self._project(value, self.value_kernel, self.value_bias)
         return k, v
 
-    def call_with_cache(self, query, cache, step=None, value_mask=None):
+    def call_with_cache(
+        self, query, cache, step=None, value_mask=None, return_attention_scores=False
+    ):
         """Attention of one decoding step to cached keys and values.
 
         Self-attention (`step` given): the keys and values of `query` are
@@ -258,10 +260,12 @@ class MultiHeadAttention(keras.layers.Layer):
             cache: pair `(keys, values)`, each `(B, H, L, K)`.
             step: scalar int, the position of `query`, or None.
             value_mask: optional boolean `(B, L)`, True at real keys.
+            return_attention_scores: whether to also return the weights.
 
         Returns:
             `(outputs (B, 1, D_out), cache)`, the cache updated when `step`
-            is given.
+            is given; with `return_attention_scores=True`, also the weights
+            `(B, H, 1, L)`.
 
         Example:
         ```python
@@ -279,7 +283,9 @@ class MultiHeadAttention(keras.layers.Layer):
             mask = masks.cache_mask(ops.shape(keys)[2], step)  # (1, 1, 1, L)
         if value_mask is not None:
             mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
-        outputs, _ = self._attend(q, keys, values, mask, training=False)
+        outputs, scores = self._attend(q, keys, values, mask, training=False)
+        if return_attention_scores:
+            return outputs, (keys, values), scores
         return outputs, (keys, values)
 
     def _attend(self, q, k, v, mask, training):

@@ -82,36 +82,31 @@ class DecoderLayer(TransformerBlock):
         training=None,
         return_attention_scores=False,
     ):
-        # 1. Causal self-attention over the target.
-        y = sublayer_input(inputs, self.self_attention_norm, self.norm_first)
-        y, self_scores = self.self_attention(
-            y,
-            y,
-            value_mask=inputs_mask,
-            use_causal_mask=True,
-            return_attention_scores=True,
-            training=training,
-        )  # (B, T, D), (B, H, T, T)
-        x = residual(inputs, y, self.dropout, self.self_attention_norm, self.norm_first, training)
-        # 2. Cross-attention: target queries, encoder keys and values.
-        y = sublayer_input(x, self.cross_attention_norm, self.norm_first)
-        y, cross_scores = self.cross_attention(
-            y,
-            context,
-            value_mask=context_mask,
-            return_attention_scores=True,
-            training=training,
-        )  # (B, T, D), (B, H, T, S)
-        x = residual(x, y, self.dropout, self.cross_attention_norm, self.norm_first, training)
-        # 3. Feed-forward.
-        y = sublayer_input(x, self.feed_forward_norm, self.norm_first)
-        y = self.feed_forward(y)  # (B, T, D)
-        x = residual(x, y, self.dropout, self.feed_forward_norm, self.norm_first, training)
+        def attend_to_target(y):  # causal self-attention over the target
+            return self.self_attention(
+                y,
+                y,
+                value_mask=inputs_mask,
+                use_causal_mask=True,
+                return_attention_scores=True,
+                training=training,
+            )  # (B, T, D), (B, H, T, T)
+
+        def attend_to_context(y):  # target queries, encoder keys and values
+            return self.cross_attention(
+                y, context, value_mask=context_mask, return_attention_scores=True, training=training
+            )  # (B, T, D), (B, H, T, S)
+
+        x, self_scores, cross_scores = self._sublayers(
+            inputs, attend_to_target, attend_to_context, training
+        )
         if return_attention_scores:
             return x, {"self_attention": self_scores, "cross_attention": cross_scores}
         return x
 
-    def call_with_cache(self, inputs, step, self_cache, cross_cache, context_mask=None):
+    def call_with_cache(
+        self, inputs, step, self_cache, cross_cache, context_mask=None, return_attention=False
+    ):
         """Decodes one position from cached keys and values, as `call` would.
 
         Args:
@@ -122,23 +117,44 @@ class DecoderLayer(TransformerBlock):
             cross_cache: pair `(keys, values)` of cross-attention, each
                 `(B, H, S, K)`, from `cross_attention.project_key_value`.
             context_mask: optional boolean `(B, S)`, True at real source tokens.
+            return_attention: whether to also return the cross-attention
+                weights.
 
         Returns:
-            `(outputs (B, 1, D), self_cache)` with position `step` written.
+            `(outputs (B, 1, D), self_cache)` with position `step` written;
+            with `return_attention=True`, also the cross-attention weights
+            `(B, H, 1, S)`.
         """
-        # 1. Causal self-attention: attend to the cache up to `step`.
+
+        def attend_to_target(y):  # to the cache up to `step`, which `y` is written into
+            return self.self_attention.call_with_cache(y, self_cache, step=step)
+
+        def attend_to_context(y):  # to the encoder's cached keys and values
+            y, _, scores = self.cross_attention.call_with_cache(
+                y, cross_cache, value_mask=context_mask, return_attention_scores=True
+            )
+            return y, scores
+
+        x, self_cache, scores = self._sublayers(inputs, attend_to_target, attend_to_context, False)
+        return (x, self_cache, scores) if return_attention else (x, self_cache)
+
+    def _sublayers(self, inputs, attend_to_target, attend_to_context, training):
+        """The three residual sublayers around two attention functions.
+
+        `call` and `call_with_cache` differ only in how they attend; each
+        attention function maps the sublayer's input `(B, T, D)` to
+        `(outputs (B, T, D), extra)`, and the two extras are returned.
+        """
         y = sublayer_input(inputs, self.self_attention_norm, self.norm_first)
-        y, self_cache = self.self_attention.call_with_cache(y, self_cache, step=step)
-        x = residual(inputs, y, self.dropout, self.self_attention_norm, self.norm_first, False)
-        # 2. Cross-attention to the encoder's cached keys and values.
+        y, self_extra = attend_to_target(y)
+        x = residual(inputs, y, self.dropout, self.self_attention_norm, self.norm_first, training)
         y = sublayer_input(x, self.cross_attention_norm, self.norm_first)
-        y, _ = self.cross_attention.call_with_cache(y, cross_cache, value_mask=context_mask)
-        x = residual(x, y, self.dropout, self.cross_attention_norm, self.norm_first, False)
-        # 3. Feed-forward.
+        y, cross_extra = attend_to_context(y)
+        x = residual(x, y, self.dropout, self.cross_attention_norm, self.norm_first, training)
         y = sublayer_input(x, self.feed_forward_norm, self.norm_first)
-        y = self.feed_forward(y)  # (B, 1, D)
-        x = residual(x, y, self.dropout, self.feed_forward_norm, self.norm_first, False)
-        return x, self_cache
+        y = self.feed_forward(y)  # (B, T, D)
+        x = residual(x, y, self.dropout, self.feed_forward_norm, self.norm_first, training)
+        return x, self_extra, cross_extra
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -251,7 +267,7 @@ class Decoder(TransformerStack):
         """Per layer the cross-attention pair `(keys, values)` of `context`, each `(B, H, S, K)`."""
         return [block.cross_attention.project_key_value(context) for block in self.blocks]
 
-    def call_with_cache(self, token_ids, step, cache, context_mask=None):
+    def call_with_cache(self, token_ids, step, cache, context_mask=None, attention_layer=None):
         """Decodes position `step` from the token at that position and the cache.
 
         Gives the same output as `call` on the whole prefix, at position `step`,
@@ -262,9 +278,12 @@ class Decoder(TransformerStack):
             step: scalar int.
             cache: the dict from `initial_cache`, filled up to `step - 1`.
             context_mask: optional boolean `(B, S)`, True at real source tokens.
+            attention_layer: optional index of a layer (-1: the last) whose
+                cross-attention weights, averaged over heads, to return too.
 
         Returns:
-            `(outputs (B, 1, D), cache)` with position `step` written.
+            `(outputs (B, 1, D), cache)` with position `step` written; with
+            `attention_layer`, also the weights `(B, S)`.
 
         Example:
         ```python
@@ -273,10 +292,23 @@ class Decoder(TransformerStack):
         ```
         """
         x = self.embedding(token_ids, start_index=step, training=False)  # (B, 1, D)
+        chosen = None
+        if attention_layer is not None:
+            if not -self.num_layers <= attention_layer < self.num_layers:
+                raise ValueError(
+                    f"`attention_layer` must index one of the {self.num_layers} decoder "
+                    f"layers. Received: attention_layer={attention_layer}"
+                )
+            chosen = range(self.num_layers)[attention_layer]
         self_caches = []
-        for block, self_cache, cross_cache in zip(
-            self.blocks, cache["self"], cache["cross"], strict=True
+        for index, (block, self_cache, cross_cache) in enumerate(
+            zip(self.blocks, cache["self"], cache["cross"], strict=True)
         ):
-            x, self_cache = block.call_with_cache(x, step, self_cache, cross_cache, context_mask)
+            x, self_cache, scores = block.call_with_cache(
+                x, step, self_cache, cross_cache, context_mask, return_attention=True
+            )  # scores (B, H, 1, S)
+            if index == chosen:
+                attention = ops.mean(scores[:, :, 0], axis=1)  # (B, S)
             self_caches.append(self_cache)
-        return self._final(x), {"self": self_caches, "cross": cache["cross"]}
+        outputs = (self._final(x), {"self": self_caches, "cross": cache["cross"]})
+        return outputs if chosen is None else (*outputs, attention)

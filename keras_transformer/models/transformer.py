@@ -175,6 +175,8 @@ class Transformer(keras.Model):
             tokens; `"cross"`, per decoder layer the cross-attention pair
             `(keys, values)`, each `(B, H, S, K)`.
         """
+        if not self.built:
+            self.build((tuple(source_ids.shape), (source_ids.shape[0], 1)))
         context = self.encoder(source_ids, training=False)  # (B, S, D)
         return {
             "context_mask": self.encoder.embedding.compute_mask(source_ids),
@@ -194,7 +196,7 @@ class Transformer(keras.Model):
         """
         return self.decoder.self_cache(ops.shape(state["context_mask"])[0], max_length)
 
-    def decode_step(self, token_ids, step, cache, state):
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
         """Next-token logits after the target token at position `step`.
 
         Gives the logits of the full forward pass at position `step` (dropout
@@ -206,9 +208,13 @@ class Transformer(keras.Model):
             cache: from `initial_cache`, filled up to `step - 1` by earlier
                 calls.
             state: the dict from `encode`.
+            attention_layer: optional index of a decoder layer (-1: the last)
+                whose cross-attention weights, averaged over heads, to return
+                too (an alignment of this position to the source).
 
         Returns:
-            `(logits (B, V) float32, cache)` with position `step` written.
+            `(logits (B, V) float32, cache)` with position `step` written;
+            with `attention_layer`, also the weights `(B, S)` float32.
 
         Example:
         ```python
@@ -217,13 +223,17 @@ class Transformer(keras.Model):
         logits, cache = model.decode_step(np.full([batch], bos_id), 0, cache, state)
         ```
         """
-        x, cache = self.decoder.call_with_cache(
+        x, cache, *attention = self.decoder.call_with_cache(
             token_ids[:, None],
             step,
             {"self": cache, "cross": state["cross"]},
             state["context_mask"],
+            attention_layer,
         )  # (B, 1, D)
-        return ops.cast(self.output_logits(x)[:, 0], "float32"), cache["self"]  # (B, V)
+        logits = ops.cast(self.output_logits(x)[:, 0], "float32")  # (B, V)
+        if attention_layer is None:
+            return logits, cache["self"]
+        return logits, cache["self"], ops.cast(attention[0], "float32")
 
     @staticmethod
     def _split(inputs, name):
