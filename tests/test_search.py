@@ -224,23 +224,31 @@ class HistoryStub:
         return logits - np.logaddexp.reduce(logits)
 
 
-def exhaustive_best(model, source_id, tokens, max_length, alpha):
-    """The best (score, output) over every output of at most `max_length` tokens."""
-    best = (-np.inf, None)
+def exhaustive(model, source_id, tokens, max_length, alpha, start=()):
+    """Every `(score, output)` of at most `max_length` tokens that begins with
+    `start`, best first."""
+    scored = []
     frontier = [([], 0.0)]
     for length in range(1, max_length + 1):
         grown = []
         for prefix, log_p in frontier:
             log_probs = model.log_probs(source_id, prefix)
-            ended = prefix + [EOS]
-            score = (log_p + log_probs[EOS]) / length_penalty(length, alpha).numpy()
-            best = max(best, (score, ended), key=lambda b: b[0])
-            grown += [(prefix + [t], log_p + log_probs[t]) for t in tokens]
+            choices = [start[len(prefix)]] if len(prefix) < len(start) else tokens + [EOS]
+            for t in choices:
+                if t == EOS:
+                    score = (log_p + log_probs[EOS]) / length_penalty(length, alpha).numpy()
+                    scored.append((score, prefix + [EOS]))
+                else:
+                    grown.append((prefix + [t], log_p + log_probs[t]))
         frontier = grown
     for prefix, log_p in frontier:  # cut at max_length without EOS
-        score = log_p / length_penalty(max_length, alpha).numpy()
-        best = max(best, (score, prefix), key=lambda b: b[0])
-    return best
+        scored.append((log_p / length_penalty(max_length, alpha).numpy(), prefix))
+    return sorted(scored, key=lambda b: -b[0])
+
+
+def exhaustive_best(model, source_id, tokens, max_length, alpha):
+    """The best (score, output) over every output of at most `max_length` tokens."""
+    return exhaustive(model, source_id, tokens, max_length, alpha)[0]
 
 
 @pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0), (3, -0.5)])
@@ -261,9 +269,166 @@ def test_a_beam_wider_than_the_search_space_finds_the_exhaustive_best(seed, alph
         np.testing.assert_allclose(scores.numpy()[row], score, rtol=1e-5)
 
 
+def assert_output(row, output):
+    assert list(row[: len(output)]) == output and not row[len(output) :].any(), (row, output)
+
+
+@pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0)])
+def test_n_best_are_the_exhaustive_n_best_in_order(seed, alpha):
+    model = HistoryStub(vocab=5, seed=seed)
+    source_ids = np.arange(1, 21, dtype="int32")[:, None]
+    tokens, scores = beam_search(
+        model, source_ids, BOS, EOS, max_length=5, beam_size=48, alpha=alpha, n_best=5
+    )
+    assert tokens.shape == (20, 5, 5) and scores.shape == (20, 5)
+    for row, source_id in enumerate(source_ids[:, 0]):
+        expected = exhaustive(model, int(source_id), [1, 4], 5, alpha)[:5]
+        np.testing.assert_allclose(scores.numpy()[row], [s for s, _ in expected], rtol=1e-5)
+        for rank, (_, output) in enumerate(expected):
+            assert_output(tokens.numpy()[row, rank], output)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_a_prefix_is_kept_and_the_rest_is_the_best_continuation(alpha):
+    model = HistoryStub(vocab=5, seed=4)
+    source_ids = np.arange(1, 13, dtype="int32")[:, None]
+    starts = [[4, 1], [1], [], [4, 4, 4]] * 3  # rows of different prefix lengths
+    prefix_ids = np.zeros((12, 3), "int32")
+    for row, start in enumerate(starts):
+        prefix_ids[row, : len(start)] = start
+    beam, beam_scores = beam_search(
+        model, source_ids, BOS, EOS, 5, beam_size=48, alpha=alpha, prefix_ids=prefix_ids
+    )
+    greedy, greedy_log_p = greedy_search(model, source_ids, BOS, EOS, 5, prefix_ids=prefix_ids)
+    for row, (source_id, start) in enumerate(zip(source_ids[:, 0], starts, strict=True)):
+        score, output = exhaustive(model, int(source_id), [1, 4], 5, alpha, start)[0]
+        assert_output(beam.numpy()[row], output)
+        np.testing.assert_allclose(beam_scores.numpy()[row], score, rtol=1e-5)
+        # Greedy: the prefix, then the argmax of the reference at every step.
+        expected, log_p = [], 0.0
+        for t in range(5):
+            log_probs = model.log_probs(int(source_id), expected)
+            token = start[t] if t < len(start) else int(np.argmax(log_probs))
+            log_p += log_probs[token]
+            expected.append(token)
+            if token == EOS:
+                break
+        assert_output(greedy.numpy()[row], expected)
+        np.testing.assert_allclose(greedy_log_p.numpy()[row], log_p, rtol=1e-5)
+
+
+# The 0.999 quantiles of the chi-square distribution with 1, 2, ... 8 degrees of freedom.
+CHI_SQUARE_999 = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32, 8: 26.12}
+
+
+def fixed_distribution(logits):
+    """A stub whose next-token logits are `logits` whatever came before."""
+    vocab = len(logits)
+    return MarkovStub(np.tile(np.asarray(logits, "float32"), (vocab, 1)))
+
+
+@pytest.mark.parametrize(
+    "temperature, top_k, top_p", [(1.0, 0, 1.0), (0.5, 0, 1.0), (1.0, 3, 1.0), (1.0, 0, 0.7)]
+)
+def test_sampling_follows_the_tempered_and_cut_distribution(temperature, top_k, top_p):
+    from keras_transformer.inference import sample
+
+    logits = np.array([0.0, 0.0, 0.0, -1.0, 1.5, 1.0, 0.5, 0.0, -0.5, -2.0])
+    model = fixed_distribution(logits)
+    draws = 20000
+    tokens, log_p = sample(
+        model,
+        np.ones((draws, 1), "int32"),
+        BOS,
+        EOS,
+        max_length=1,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=7,
+    )
+    first = tokens.numpy()[:, 0]
+    # The reference in NumPy: pad and BOS blocked, tempered, cut, renormalized.
+    allowed = logits.copy()
+    allowed[[0, BOS]] = -np.inf
+    tempered = allowed / temperature
+    p = np.exp(tempered - np.logaddexp.reduce(tempered))
+    order = np.argsort(-p, kind="stable")
+    keep = np.zeros_like(p, bool)
+    if top_k:
+        keep[order[:top_k]] = True
+    else:
+        keep[p > 0] = True
+    if top_p < 1:
+        before = np.cumsum(p[order]) - p[order]
+        keep &= np.isin(np.arange(len(p)), order[before < top_p])
+    expected = np.where(keep, p, 0.0) / np.where(keep, p, 0.0).sum()
+    counts = np.bincount(first, minlength=len(p))
+    assert not counts[expected == 0].any()
+    support = expected > 0
+    observed, wanted = counts[support], expected[support] * draws
+    chi_square = ((observed - wanted) ** 2 / wanted).sum()
+    assert chi_square < CHI_SQUARE_999[support.sum() - 1], (chi_square, counts, expected)
+    # Scores are the model's log-probabilities, before temperature and cuts.
+    model_log_p = allowed - np.logaddexp.reduce(allowed)
+    np.testing.assert_allclose(log_p.numpy(), model_log_p[first], rtol=1e-5)
+
+
+def test_sampling_is_reproducible_with_its_seed_and_differs_without():
+    from keras_transformer.inference import sample
+
+    model = fixed_distribution(np.linspace(-1, 1, 12))
+    source = np.ones((64, 1), "int32")
+    first = sample(model, source, BOS, EOS, max_length=8, seed=3)[0].numpy()
+    again = sample(model, source, BOS, EOS, max_length=8, seed=3)[0].numpy()
+    other = sample(model, source, BOS, EOS, max_length=8, seed=4)[0].numpy()
+    np.testing.assert_array_equal(first, again)
+    assert (first != other).any()
+
+
+@pytest.mark.parametrize("layer", [0, -1])
+def test_the_attention_a_search_returns_is_the_full_passes_for_its_output(layer):
+    model = random_model(norm_first=False)
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, 50, (4, 6)).astype("int32")
+    source[2, 3:] = 0
+    greedy, _, greedy_attention = greedy_search(model, source, BOS, EOS, 7, attention_layer=layer)
+    beam, _, beam_attention = beam_search(
+        model, source, BOS, EOS, 7, beam_size=3, n_best=2, attention_layer=layer
+    )
+    outputs = [(greedy.numpy(), greedy_attention.numpy())] + [
+        (beam.numpy()[:, n], beam_attention.numpy()[:, n]) for n in range(2)
+    ]
+    context = model.encoder(source)
+    for tokens, attention in outputs:
+        assert attention.shape == (4, 7, 6)
+        target_in = np.concatenate([np.full((4, 1), BOS), tokens[:, :-1]], axis=1)
+        target_in[target_in == 0] = EOS  # any real token: rows after EOS are not compared
+        _, scores = model.decoder(target_in, context, return_attention_scores=True)
+        expected = scores[layer]["cross_attention"].numpy().mean(axis=1)  # (B, T, S)
+        lengths = [list(row).index(EOS) + 1 if EOS in row else 7 for row in tokens]
+        for row, length in enumerate(lengths):
+            np.testing.assert_allclose(attention[row, :length], expected[row, :length], atol=1e-5)
+            assert not attention[row, length:].any()
+        np.testing.assert_allclose(attention[2, :, 3:], 0.0)  # padded source positions
+
+
 def test_searches_reject_bad_arguments():
     model = random_model(False)
     with pytest.raises(ValueError, match=r"`source_ids` must be integer.*float32"):
         greedy_search(model, np.ones((2, 3), "float32"), BOS, EOS)
     with pytest.raises(ValueError, match=r"`beam_size` must be a positive integer.*beam_size=0"):
         beam_search(model, np.ones((2, 3), "int32"), BOS, EOS, beam_size=0)
+    with pytest.raises(ValueError, match=r"`n_best` can be at most `beam_size`"):
+        beam_search(model, np.ones((2, 3), "int32"), BOS, EOS, beam_size=2, n_best=3)
+    with pytest.raises(ValueError, match=r"`prefix_ids` must be integer.*shape \(batch"):
+        greedy_search(model, np.ones((2, 3), "int32"), BOS, EOS, prefix_ids=np.ones(2))
+    from keras_transformer.inference import sample
+
+    for bad, message in [
+        ({"temperature": 0.0}, "`temperature` must be > 0"),
+        ({"top_p": 0.0}, r"`top_p` must be in \(0, 1\]"),
+        ({"top_k": -1}, "`top_k` must be an integer >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            sample(model, np.ones((2, 3), "int32"), BOS, EOS, **bad)

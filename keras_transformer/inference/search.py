@@ -17,6 +17,11 @@ Token ids follow the package: 0 is padding; decoding starts from `bos_id` and
 a hypothesis ends with `eos_id`. Padding and BOS are never generated. Outputs
 are `(B, max_length)` int32 ids, 0 after each row's EOS (or at the end of rows
 that reached `max_length` without one); BOS is not included.
+
+Every search takes an optional target prefix per sentence, `prefix_ids`
+`(B, P)`, 0-padded: while a sentence is inside its prefix, the search must
+take the prefix's token, so the output starts with the prefix and the rest
+is searched as usual. Scores count the prefix's tokens too.
 """
 
 import tensorflow as tf
@@ -49,13 +54,43 @@ def check_source_ids(source_ids):
     return source_ids
 
 
-def next_log_probs(model, token_ids, step, cache, state, bos_id):
-    """One decoding step: `(log p(next token) (B, V) float32, cache)`.
+def check_prefix_ids(prefix_ids, batch):
+    """`prefix_ids` as int32 `(B, P + 1)` (a padding column ensures P + 1 >= 1), or None."""
+    if prefix_ids is None:
+        return None
+    prefix_ids = tf.convert_to_tensor(prefix_ids)
+    if not prefix_ids.dtype.is_integer or prefix_ids.shape.rank != 2:
+        raise ValueError(
+            "`prefix_ids` must be integer token ids of shape (batch, prefix_length). "
+            f"Received: prefix_ids with dtype={prefix_ids.dtype.name}, shape={prefix_ids.shape}"
+        )
+    prefix_ids = tf.ensure_shape(tf.cast(prefix_ids, tf.int32), [batch, None])
+    return tf.pad(prefix_ids, [[0, 0], [0, 1]], constant_values=PAD_ID)
 
-    Padding and BOS get probability zero: they are never generated.
+
+def next_log_probs(
+    model, token_ids, step, cache, state, bos_id, prefix_ids=None, attention_layer=None
+):
+    """One decoding step: `(log p(next token) (B, V) float32, cache, attention)`.
+
+    Padding and BOS get probability zero: they are never generated. Rows
+    still inside their `prefix_ids` keep only the prefix's token (its
+    probability under the model is unchanged). `attention` is the model's
+    cross-attention `(B, S)` of `attention_layer`, or `(B, 0)` without one.
     """
-    logits, cache = model.decode_step(token_ids, step, cache, state)  # (B, V)
-    return log_softmax_without_pad_and_bos(logits, bos_id), cache
+    if attention_layer is None:
+        logits, cache = model.decode_step(token_ids, step, cache, state)  # (B, V)
+        attention = tf.zeros([tf.shape(logits)[0], 0])
+    else:
+        logits, cache, attention = model.decode_step(token_ids, step, cache, state, attention_layer)
+    log_probs = log_softmax_without_pad_and_bos(logits, bos_id)
+    if prefix_ids is not None:
+        last = tf.shape(prefix_ids)[1] - 1  # a padding column
+        forced = tf.gather(prefix_ids, tf.minimum(step, last), axis=1)  # (B,)
+        token = tf.range(tf.shape(log_probs)[-1])  # (V,)
+        other = (forced[:, None] != PAD_ID) & (token[None, :] != forced[:, None])  # (B, V)
+        log_probs = tf.where(other, MINUS_INF, log_probs)
+    return log_probs, cache, attention
 
 
 def log_softmax_without_pad_and_bos(logits, bos_id):
@@ -65,7 +100,15 @@ def log_softmax_without_pad_and_bos(logits, bos_id):
     return tf.nn.log_softmax(tf.where(blocked, MINUS_INF, logits))
 
 
-def greedy_search(model, source_ids, bos_id, eos_id, max_length=MAX_LENGTH):
+def greedy_search(
+    model,
+    source_ids,
+    bos_id,
+    eos_id,
+    max_length=MAX_LENGTH,
+    prefix_ids=None,
+    attention_layer=None,
+):
     """Picks the most likely next token at every step.
 
     Args:
@@ -75,10 +118,18 @@ def greedy_search(model, source_ids, bos_id, eos_id, max_length=MAX_LENGTH):
         bos_id: id the decoder starts from.
         eos_id: id that ends a hypothesis.
         max_length: most tokens to generate, EOS included.
+        prefix_ids: optional int `(B, P)`, 0-padded: each output starts
+            with its row.
+        attention_layer: optional index of a decoder layer (-1: the last):
+            also return the output's cross-attention in that layer,
+            averaged over heads (needs a model whose `decode_step` takes it,
+            as `Transformer`'s does).
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
-        output and the sum of its tokens' log-probabilities.
+        output and the sum of its tokens' log-probabilities; with
+        `attention_layer`, also the attention `(B, max_length, S)` of each
+        output token to the source (zero after EOS).
 
     Example:
     ```python
@@ -86,42 +137,186 @@ def greedy_search(model, source_ids, bos_id, eos_id, max_length=MAX_LENGTH):
     token_ids, log_probs = search(source_ids)
     ```
     """
+
+    def most_likely(log_probs, step):
+        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
+
+    return token_by_token(
+        model, source_ids, bos_id, eos_id, max_length, most_likely, prefix_ids, attention_layer
+    )
+
+
+def sample(
+    model,
+    source_ids,
+    bos_id,
+    eos_id,
+    max_length=MAX_LENGTH,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    seed=0,
+    prefix_ids=None,
+):
+    """Draws each next token at random from the model's distribution.
+
+    The distribution is sharpened or flattened by `temperature`, then cut to
+    its `top_k` most probable tokens and to the smallest set of most probable
+    tokens whose probability reaches `top_p` (nucleus sampling, Holtzman et
+    al., 2020), and renormalized. Draws are stateless: the same `seed` and
+    inputs give the same outputs.
+
+    Args:
+        model: a `keras_transformer.Transformer`, or any object with its
+            step interface.
+        source_ids: int `(B, S)`, 0-padded.
+        bos_id: id the decoder starts from.
+        eos_id: id that ends a hypothesis.
+        max_length: most tokens to generate, EOS included.
+        temperature: > 0; the logits are divided by it. Defaults to 1.
+        top_k: keep only the k most probable tokens; 0 keeps all.
+        top_p: keep the most probable tokens up to this total probability,
+            in (0, 1]; 1 keeps all.
+        seed: an integer.
+        prefix_ids: optional int `(B, P)`, 0-padded: each output starts
+            with its row.
+
+    Returns:
+        `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
+        samples and the sum of their tokens' log-probabilities under the
+        model (before temperature and cuts).
+
+    Example:
+    ```python
+    token_ids, _ = sample(model, source_ids, 2, 3, temperature=0.8, top_p=0.9, seed=1)
+    ```
+    """
+    if not temperature > 0:
+        raise ValueError(f"`temperature` must be > 0. Received: temperature={temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
+
+    def draw(log_probs, step):
+        logits = cut_to_top_p(cut_to_top_k(log_probs / temperature, top_k), top_p)
+        step_seed = tf.stack([tf.cast(seed, tf.int32), step])
+        drawn = tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)
+        return drawn[:, 0]  # (B,)
+
+    return token_by_token(model, source_ids, bos_id, eos_id, max_length, draw, prefix_ids)
+
+
+def cut_to_top_k(logits, k):
+    """`logits` `(B, V)` with all but the k largest of each row at -inf (k = 0: all kept)."""
+    if k == 0:
+        return logits
+    kth = tf.math.top_k(logits, tf.minimum(k, tf.shape(logits)[-1])).values[:, -1:]  # (B, 1)
+    return tf.where(logits < kth, MINUS_INF, logits)
+
+
+def cut_to_top_p(logits, p):
+    """`logits` `(B, V)` cut to the smallest most-probable set whose probability reaches p."""
+    if p >= 1.0:
+        return logits
+    ordered = tf.sort(logits, direction="DESCENDING")  # (B, V)
+    before = tf.math.cumsum(tf.nn.softmax(ordered), axis=-1, exclusive=True)  # (B, V)
+    # A token is kept while the probability of the more probable ones is below p.
+    kept = tf.where(before < p, ordered, MINUS_INF)
+    smallest = tf.reduce_min(tf.where(kept > MINUS_INF, kept, ordered[:, :1]), -1, keepdims=True)
+    return tf.where(logits < smallest, MINUS_INF, logits)
+
+
+def token_by_token(
+    model, source_ids, bos_id, eos_id, max_length, choose, prefix_ids=None, attention_layer=None
+):
+    """One hypothesis per sentence, extended by `choose(log_probs (B, V), step) -> (B,)`.
+
+    The loop of greedy search and sampling: a row stops at its EOS, and its
+    score is the sum of its tokens' log-probabilities.
+    """
     check_positive_int("max_length", max_length)
     source_ids = check_source_ids(source_ids)
+    prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
     state = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]
     cache = model.initial_cache(state, max_length)
 
-    def body(step, token, output, finished, score, cache):
-        log_probs, cache = next_log_probs(model, token, step, cache, state, bos_id)
-        token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
-        best = tf.reduce_max(log_probs, axis=-1)
+    def body(step, token, history, finished, score, cache):
+        log_probs, cache, attention = next_log_probs(
+            model, token, step, cache, state, bos_id, prefix_ids, attention_layer
+        )
+        token = choose(log_probs, step)  # (B,)
+        chosen = tf.gather(log_probs, token, batch_dims=1)  # (B,)
         token = tf.where(finished, PAD_ID, token)
-        score += tf.where(finished, 0.0, best)
-        output = write_column(output[:, None], step, token[:, None])[:, 0]  # (B, L)
+        score += tf.where(finished, 0.0, chosen)
+        attention = tf.where(finished[:, None], 0.0, attention)
+        history = write_step(history, step, {"tokens": token, "attention": attention}, axis=1)
         finished |= token == eos_id
-        return step + 1, token, output, finished, score, cache
+        return step + 1, token, history, finished, score, cache
 
-    def not_done(step, token, output, finished, score, cache):
+    def not_done(step, token, history, finished, score, cache):
         return (step < max_length) & ~tf.reduce_all(finished)
 
-    _, _, output, _, score, _ = tf.while_loop(
+    _, _, history, _, score, _ = tf.while_loop(
         not_done,
         body,
         (
             tf.constant(0),
             tf.fill([batch], tf.cast(bos_id, tf.int32)),
-            tf.zeros([batch, max_length], tf.int32),
+            empty_history([batch], max_length, source_ids, attention_layer),
             tf.zeros([batch], tf.bool),
             tf.zeros([batch], tf.float32),
             cache,
         ),
     )
-    return output, score
+    if attention_layer is None:
+        return history["tokens"], score
+    return history["tokens"], score, history["attention"]
+
+
+def empty_history(shape, max_length, source_ids, attention_layer):
+    """Tokens `(*shape, L)` and attention `(*shape, L, S)` (S = 0 if not asked for), zero."""
+    source_length = 0 if attention_layer is None else tf.shape(source_ids)[1]
+    return {
+        "tokens": tf.zeros([*shape, max_length], tf.int32),
+        "attention": tf.zeros([*shape, max_length, source_length]),
+    }
+
+
+def write_step(history, step, new, axis):
+    """Each `history[key]` with `new[key]` written at `step` of its length axis `axis`."""
+
+    def write(sequences, values):
+        length = tf.shape(sequences)[axis]
+        at_step = tf.one_hot(step, length, on_value=True, off_value=False, dtype=tf.bool)
+        at_step = tf.reshape(at_step, [-1] + [1] * (sequences.shape.rank - axis - 1))
+        return tf.where(at_step, tf.expand_dims(values, axis), sequences)
+
+    return {key: write(history[key], new[key]) for key in history}
+
+
+def take(history, index):
+    """Rows `index` `(B, N)` of every `history[key]` `(B, M, ...)`: `(B, N, ...)`."""
+    return {key: tf.gather(value, index, batch_dims=1) for key, value in history.items()}
+
+
+def join(first, second):
+    """`first` and `second` histories side by side on the hypothesis axis."""
+    return {key: tf.concat([first[key], second[key]], axis=1) for key in first}
 
 
 def beam_search(
-    model, source_ids, bos_id, eos_id, max_length=MAX_LENGTH, beam_size=BEAM_SIZE, alpha=ALPHA
+    model,
+    source_ids,
+    bos_id,
+    eos_id,
+    max_length=MAX_LENGTH,
+    beam_size=BEAM_SIZE,
+    alpha=ALPHA,
+    prefix_ids=None,
+    n_best=None,
+    attention_layer=None,
 ):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
@@ -160,10 +355,19 @@ def beam_search(
         beam_size: hypotheses kept per sentence, k.
         alpha: strength of the length penalty; 0 ranks by log-probability,
             negative values favour short outputs.
+        prefix_ids: optional int `(B, P)`, 0-padded: each output starts
+            with its row.
+        n_best: None for the best hypothesis only; N (at most `beam_size`)
+            for the N best of each sentence, best first.
+        attention_layer: optional index of a decoder layer: also return each
+            output's cross-attention in it (see `greedy_search`).
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
-        hypothesis of each sentence and its normalized score.
+        hypothesis of each sentence and its normalized score; with `n_best`,
+        `(B, N, max_length)` and `(B, N)`. A sentence with fewer than N
+        hypotheses (a tiny search space) fills the rest with score -inf.
+        With `attention_layer`, also the attention `(B[, N], max_length, S)`.
 
     Example:
     ```python
@@ -173,45 +377,61 @@ def beam_search(
     """
     check_positive_int("max_length", max_length)
     check_positive_int("beam_size", beam_size)
+    if n_best is not None:
+        check_positive_int("n_best", n_best)
+        if n_best > beam_size:
+            raise ValueError(
+                f"`n_best` can be at most `beam_size`. Received: n_best={n_best}, "
+                f"beam_size={beam_size}"
+            )
     k = beam_size
     source_ids = check_source_ids(source_ids)
     batch = tf.shape(source_ids)[0]
+    prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
+    if prefix_ids is not None:
+        prefix_ids = tf.repeat(prefix_ids, k, axis=0)  # (B*k, P + 1)
     # Every hypothesis of a sentence shares its state: repeat it k times.
     state = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), model.encode(source_ids))
     cache = model.initial_cache(state, max_length)  # (B*k, ...)
     batch_offsets = tf.range(batch)[:, None] * k  # (B, 1)
 
-    def last_token(alive_seq, step):
-        previous = tf.gather(alive_seq, tf.maximum(step - 1, 0), axis=2)  # (B, k)
+    def last_token(alive, step):
+        previous = tf.gather(alive["tokens"], tf.maximum(step - 1, 0), axis=2)  # (B, k)
         return tf.where(step == 0, tf.cast(bos_id, tf.int32), previous)
 
-    def body(step, alive_seq, alive_logp, finished_seq, finished_score, done, cache):
-        token = last_token(alive_seq, step)  # (B, k)
-        log_probs, cache = next_log_probs(
-            model, tf.reshape(token, [-1]), step, cache, state, bos_id
-        )  # (B*k, V)
+    def body(step, alive, alive_logp, finished, finished_score, done, cache):
+        # alive, finished: histories of k hypotheses, "tokens" (B, k, L) and
+        # "attention" (B, k, L, S).
+        token = last_token(alive, step)  # (B, k)
+        log_probs, cache, attention = next_log_probs(
+            model, tf.reshape(token, [-1]), step, cache, state, bos_id, prefix_ids, attention_layer
+        )  # (B*k, V), cache, (B*k, S)
         vocab = tf.shape(log_probs)[-1]
         candidates = alive_logp[:, :, None] + tf.reshape(log_probs, [batch, k, vocab])
         top_logp, top_index = tf.math.top_k(tf.reshape(candidates, [batch, k * vocab]), 2 * k)
         top_beam = top_index // vocab  # (B, 2k)
         top_token = top_index % vocab  # (B, 2k)
-        top_seq = tf.gather(alive_seq, top_beam, batch_dims=1)  # (B, 2k, L)
-        top_seq = write_column(top_seq, step, top_token)
+        attention = tf.reshape(attention, [batch, k, -1])  # (B, k, S)
+        top = write_step(
+            take(alive, top_beam),
+            step,
+            {"tokens": top_token, "attention": tf.gather(attention, top_beam, batch_dims=1)},
+            axis=2,
+        )  # (B, 2k, ...)
         is_eos = top_token == eos_id
 
         # 1. EOS among the first k extensions: joins the pool of the k best finished.
         among_first_k = tf.range(2 * k)[None, :] < k  # (1, 2k)
         new_score = top_logp / length_penalty(step + 1, alpha)
         new_score = tf.where(is_eos & among_first_k & ~done[:, None], new_score, MINUS_INF)
-        pool_seq = tf.concat([finished_seq, top_seq], axis=1)  # (B, 3k, L)
         pool_score = tf.concat([finished_score, new_score], axis=1)  # (B, 3k)
         finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
-        finished_seq = tf.gather(pool_seq, best, batch_dims=1)  # (B, k, L)
+        finished = take(join(finished, top), best)  # (B, k, ...)
 
         # 2. The k best extensions that did not end live on; their caches
         # are their parents'.
         alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
-        alive_seq = tf.gather(top_seq, best, batch_dims=1)  # (B, k, L)
+        alive = take(top, best)  # (B, k, ...)
         parent = tf.reshape(tf.gather(top_beam, best, batch_dims=1) + batch_offsets, [-1])
         cache = tf.nest.map_structure(lambda c: tf.gather(c, parent), cache)  # (B*k, ...)
 
@@ -221,22 +441,22 @@ def beam_search(
             length_penalty(max_length, alpha),
         )  # (B,); log P <= 0, so the larger penalty is the more favourable one
         done |= best_possible <= finished_score[:, -1]
-        return step + 1, alive_seq, alive_logp, finished_seq, finished_score, done, cache
+        return step + 1, alive, alive_logp, finished, finished_score, done, cache
 
-    def not_done(step, alive_seq, alive_logp, finished_seq, finished_score, done, cache):
+    def not_done(step, alive, alive_logp, finished, finished_score, done, cache):
         return (step < max_length) & ~tf.reduce_all(done)
 
     first_beam_only = tf.concat(
         [tf.zeros([batch, 1]), tf.fill([batch, k - 1], MINUS_INF)], axis=1
     )  # (B, k)
-    _, alive_seq, alive_logp, finished_seq, finished_score, done, _ = tf.while_loop(
+    _, alive, alive_logp, finished, finished_score, done, _ = tf.while_loop(
         not_done,
         body,
         (
             tf.constant(0),
-            tf.zeros([batch, k, max_length], tf.int32),
+            empty_history([batch, k], max_length, source_ids, attention_layer),
             first_beam_only,
-            tf.zeros([batch, k, max_length], tf.int32),
+            empty_history([batch, k], max_length, source_ids, attention_layer),
             tf.fill([batch, k], MINUS_INF),
             tf.zeros([batch], tf.bool),
             cache,
@@ -245,15 +465,11 @@ def beam_search(
     # Sentences cut at max_length: their live hypotheses compete as they are.
     alive_score = alive_logp / length_penalty(max_length, alpha)
     alive_score = tf.where(done[:, None], MINUS_INF, alive_score)
-    pool_seq = tf.concat([finished_seq, alive_seq], axis=1)  # (B, 2k, L)
     pool_score = tf.concat([finished_score, alive_score], axis=1)  # (B, 2k)
-    best = tf.argmax(pool_score, axis=1, output_type=tf.int32)  # (B,)
-    output = tf.gather(pool_seq, best, batch_dims=1)  # (B, L)
-    return output, tf.gather(pool_score, best, batch_dims=1)
-
-
-def write_column(sequences, step, tokens):
-    """`sequences[:, :, step] = tokens` for `(B, N, L)` sequences and `(B, N)` tokens."""
-    length = tf.shape(sequences)[2]
-    at_step = tf.one_hot(step, length, on_value=True, off_value=False, dtype=tf.bool)  # (L,)
-    return tf.where(at_step, tokens[:, :, None], sequences)
+    scores, best = tf.math.top_k(pool_score, n_best or 1)  # (B, N), best first
+    outputs = take(join(finished, alive), best)  # (B, N, ...)
+    if n_best is None:
+        outputs, scores = {key: value[:, 0] for key, value in outputs.items()}, scores[:, 0]
+    if attention_layer is None:
+        return outputs["tokens"], scores
+    return outputs["tokens"], scores, outputs["attention"]
