@@ -4,6 +4,9 @@
     keras-transformer evaluate  --run-dir runs/numbers [--split test] [--beam-size 1,4]
     keras-transformer translate --run-dir runs/numbers "twenty-one" ...   (or lines on stdin)
     keras-transformer translate --saved-model saved_models/numbers/1 < sentences.txt
+    keras-transformer translate --run-dir A [--run-dir B ...] [--n-best N] [--prefix FILE]
+                                [--sample --temperature T --top-k K --top-p P --seed S] ...
+    keras-transformer score     --run-dir runs/numbers --source FILE --target FILE
     keras-transformer export    --run-dir runs/numbers [--name numbers_en_de] [--version 3] [--xla]
     keras-transformer average   --run-dir runs/numbers [--last 5]
 
@@ -67,11 +70,39 @@ def parser():
 
     translate = commands.add_parser("translate", help="translate sentences (arguments or stdin)")
     source = translate.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run-dir", help="a trained run directory")
+    source.add_argument(
+        "--run-dir",
+        action="append",
+        help="a trained run directory; repeat it to decode with an ensemble of runs",
+    )
     source.add_argument("--saved-model", help="an exported SavedModel version directory")
     translate.add_argument("sentences", nargs="*", help="sentences; stdin lines if none")
     decode_arguments(translate)
+    translate.add_argument(
+        "--n-best",
+        type=positive_int,
+        help="print the N best translations of each sentence with their scores",
+    )
+    translate.add_argument(
+        "--prefix", help="file of target prefixes, one a sentence: each translation starts so"
+    )
+    translate.add_argument(
+        "--sample", action="store_true", help="draw translations at random instead of searching"
+    )
+    translate.add_argument("--temperature", type=float, default=1.0, help="with --sample")
+    translate.add_argument("--top-k", type=int, default=0, help="with --sample (0: all)")
+    translate.add_argument("--top-p", type=float, default=1.0, help="with --sample (1: all)")
+    translate.add_argument("--seed", type=int, default=0, help="with --sample")
     translate.set_defaults(command=run_translate)
+
+    score = commands.add_parser(
+        "score", help="log-probability of given translations (force decoding)"
+    )
+    run_dir_argument(score)
+    score.add_argument("--source", required=True, help="source sentences, one a line")
+    score.add_argument("--target", required=True, help="their translations, one a line")
+    score.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
+    score.set_defaults(command=run_score)
 
     export = commands.add_parser("export", help="write a SavedModel for TF Serving")
     run_dir_argument(export)
@@ -132,6 +163,13 @@ def beam_sizes(text):
     return sizes
 
 
+def positive_int(text):
+    """A positive integer argument."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give a positive integer. Received: {text!r}")
+    return int(text)
+
+
 def beam_sizes_one(text):
     """One positive beam size."""
     sizes = beam_sizes(text)
@@ -175,20 +213,62 @@ def run_evaluate(args):
 
 
 def run_translate(args):
-    from keras_transformer.inference import translate_lines
+    from keras_transformer.datasets import read_lines
+    from keras_transformer.inference import translate_lines, translate_lines_with_scores
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    extras = args.n_best or args.prefix or args.sample
     if args.saved_model:
-        outputs = translate_with_saved_model(args.saved_model, sentences)
-    else:
-        from keras_transformer import workflow
+        if extras:
+            raise ValueError(
+                "--n-best, --prefix and --sample need --run-dir; an exported model "
+                "translates with the options it was exported with."
+            )
+        for line in translate_with_saved_model(args.saved_model, sentences):
+            print(line)
+        return
+    from keras_transformer import workflow
 
-        translator = workflow.make_translator(
-            args.run_dir, args.checkpoint, args.beam_size, args.alpha
+    options = {"n_best": args.n_best or 1}
+    if args.sample:
+        options.update(
+            sample=True,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
         )
-        outputs = translate_lines(translator, sentences)
-    for line in outputs:
-        print(line)
+    run_dirs = args.run_dir if len(args.run_dir) > 1 else args.run_dir[0]
+    translator = workflow.make_translator(
+        run_dirs, args.checkpoint, args.beam_size, args.alpha, **options
+    )
+    if not extras:
+        for line in translate_lines(translator, sentences):
+            print(line)
+        return
+    prefixes = read_lines(args.prefix) if args.prefix else None
+    results = translate_lines_with_scores(translator, sentences, prefixes)
+    for index, hypotheses in enumerate(results):
+        if args.n_best:
+            for text, score in hypotheses:
+                print(f"{index}\t{score:.4f}\t{text}")
+        else:
+            print(hypotheses[0][0])
+
+
+def run_score(args):
+    from keras_transformer import workflow
+    from keras_transformer.datasets import read_lines
+
+    sources, targets = read_lines(args.source), read_lines(args.target)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}; "
+            "score needs one translation a source line."
+        )
+    print("log_prob\ttokens\tlog_prob_per_token")
+    for result in workflow.score_pairs(args.run_dir, sources, targets, args.checkpoint):
+        print(f"{result['log_prob']:.4f}\t{result['tokens']}\t{result['log_prob_per_token']:.4f}")
 
 
 def translate_with_saved_model(path, sentences):

@@ -28,12 +28,15 @@ import os
 import keras
 import numpy as np
 import sacrebleu
+import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.config import read_saved_config, save_config
 from keras_transformer.datasets import load_corpus
 from keras_transformer.export import export_translator
-from keras_transformer.inference import Translator, translate_lines
+from keras_transformer.inference import Ensemble, Translator, translate_lines
+from keras_transformer.inference.scoring import score_outputs
+from keras_transformer.layers.masks import PAD_ID
 from keras_transformer.text import load_tokenizer, make_batches, train_tokenizer
 from keras_transformer.training import (
     PruneCheckpoints,
@@ -229,14 +232,28 @@ def load_tokenizers(run_dir, config):
     return source, load_tokenizer(os.path.join(run_dir, "tokenizers", "target"))
 
 
-def make_translator(run_dir, checkpoint="best", beam_size=None, alpha=None, max_length=None):
-    """A `Translator` of a trained run; unset decoding options come from its config."""
-    return translators(run_dir, checkpoint, [beam_size], alpha, max_length)[0][0]
+def make_translator(
+    run_dir, checkpoint="best", beam_size=None, alpha=None, max_length=None, **options
+):
+    """A `Translator` of a trained run; unset decoding options come from its config.
+
+    Args:
+        run_dir: a run directory, or a list of them for an ensemble (their
+            models decode as one `Ensemble`; they must share tokenizers).
+        checkpoint: `"best"` or `"averaged"`.
+        beam_size, alpha, max_length: decoding options; None takes the
+            config's (the first run's, for an ensemble).
+        **options: further `Translator` arguments (`n_best`, `sample`,
+            `temperature`, `top_k`, `top_p`, `seed`).
+    """
+    return translators(run_dir, checkpoint, [beam_size], alpha, max_length, **options)[0][0]
 
 
-def translators(run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None):
-    """`([Translator per beam size], config)` of a trained run, its model loaded once."""
-    config, model, source, target = load_run(run_dir, checkpoint)
+def translators(
+    run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None, **options
+):
+    """`([Translator per beam size], config)` of a trained run (or runs), loaded once."""
+    config, model, source, target = load_models(run_dir, checkpoint)
     d = config["decode"]
     made = [
         Translator(
@@ -246,10 +263,96 @@ def translators(run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_
             max_length=d["max_length"] if max_length is None else max_length,
             beam_size=d["beam_size"] if beam_size is None else beam_size,
             alpha=d["alpha"] if alpha is None else alpha,
+            **options,
         )
         for beam_size in beam_sizes
     ]
     return made, config
+
+
+def load_models(run_dirs, checkpoint="best"):
+    """`load_run` of one run directory, or of several as an `Ensemble`.
+
+    The runs of an ensemble must have identical tokenizer files; the config
+    returned is the first run's.
+    """
+    if isinstance(run_dirs, (str, os.PathLike)):
+        return load_run(run_dirs, checkpoint)
+    runs = [load_run(run_dir, checkpoint) for run_dir in run_dirs]
+    first = os.path.join(run_dirs[0], "tokenizers")
+    for run_dir in run_dirs[1:]:
+        if not same_files(first, os.path.join(run_dir, "tokenizers")):
+            raise RunError(
+                f"{run_dirs[0]} and {run_dir} have different tokenizers; an ensemble's "
+                "models must share one vocabulary."
+            )
+    config, _, source, target = runs[0]
+    if len(runs) == 1:
+        return runs[0]
+    return config, Ensemble([model for _, model, _, _ in runs]), source, target
+
+
+def same_files(directory_a, directory_b):
+    """Whether two directory trees hold the same files with the same bytes."""
+    trees = []
+    for directory in (directory_a, directory_b):
+        files = {}
+        for root, _, names in os.walk(directory):
+            for name in names:
+                with open(os.path.join(root, name), "rb") as f:
+                    files[os.path.relpath(os.path.join(root, name), directory)] = f.read()
+        trees.append(files)
+    return trees[0] == trees[1]
+
+
+def score_pairs(run_dir, sources, targets, checkpoint="best", batch_size=64):
+    """log P(target | source) of given translations under a run's model (force decoding).
+
+    One teacher-forced pass per batch (`inference.scoring.score_outputs`);
+    each target is scored with its EOS, and padding and BOS get probability
+    zero, as in the searches.
+
+    Args:
+        run_dir: a trained run directory.
+        sources: source sentences, a list of strings.
+        targets: their translations, a list of strings of the same length.
+        checkpoint: `"best"` or `"averaged"`.
+        batch_size: pairs per forward pass.
+
+    Returns:
+        A list of dicts, one per pair: `log_prob` (the total), `tokens`
+        (target tokens with EOS) and `log_prob_per_token`.
+    """
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"Scoring needs one target per source. Received: {len(sources)} sources, "
+            f"{len(targets)} targets"
+        )
+    config, model, source_tokenizer, target_tokenizer = load_run(run_dir, checkpoint)
+    reader = Translator(model, source_tokenizer, target_tokenizer, jit_compile=False)
+    eos = target_tokenizer.eos_id
+    scored = []
+    for start in range(0, len(sources), batch_size):
+        source_ids = reader.source_ids(tf.constant(sources[start : start + batch_size]))
+        pieces = target_tokenizer.tokenize(tf.constant(targets[start : start + batch_size]))
+        with_eos = tf.concat([pieces, tf.fill([pieces.nrows(), 1], eos)], axis=1)
+        result = score_outputs(
+            model,
+            source_ids.numpy(),
+            with_eos.to_tensor(PAD_ID).numpy(),
+            target_tokenizer.bos_id,
+            eos,
+            batch_size=batch_size,
+        )
+        for log_prob, length in zip(result["log_prob"], result["length"], strict=True):
+            scored.append(
+                {
+                    "log_prob": float(log_prob),
+                    "tokens": int(length),
+                    "log_prob_per_token": float(log_prob / length),
+                }
+            )
+    return scored
 
 
 def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None):

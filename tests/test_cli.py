@@ -114,6 +114,83 @@ def test_translate_export_and_the_exported_model_agree(run, tmp_path, capsys, mo
     assert capsys.readouterr().out.splitlines() == from_run
 
 
+def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles(
+    run, tmp_path, capsys
+):
+    sentences = ["twenty-one", "three hundred and four", "seventeen"]
+    assert cli("translate", "--run-dir", run, "--beam-size", 4, *sentences) == 0
+    best = capsys.readouterr().out.splitlines()
+
+    assert cli("translate", "--run-dir", run, "--beam-size", 4, "--n-best", 3, *sentences) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    for i in range(3):
+        scores = [float(r[1]) for r in rows[3 * i : 3 * i + 3]]
+        assert scores == sorted(scores, reverse=True) and rows[3 * i][2] == best[i]
+
+    prefixes = tmp_path / "prefixes.txt"
+    prefixes.write_text("seven\n\nthree\n", encoding="utf-8")
+    assert (
+        cli("translate", "--run-dir", run, "--beam-size", 4, "--prefix", prefixes, *sentences) == 0
+    )
+    started = capsys.readouterr().out.splitlines()
+    assert started[0].startswith("seven") and started[2].startswith("three")
+    assert started[1] == best[1]
+
+    sampled = []
+    for _ in range(2):
+        args = ["--sample", "--temperature", "1.5", "--top-p", "0.9", "--seed", "7"]
+        assert cli("translate", "--run-dir", run, *args, *sentences) == 0
+        sampled.append(capsys.readouterr().out)
+    assert sampled[0] == sampled[1] and len(sampled[0].splitlines()) == 3
+
+    twin = tmp_path / "twin"
+    shutil.copytree(run, twin)
+    both = ["--run-dir", run, "--run-dir", twin, "--beam-size", 4]
+    assert cli("translate", *both, *sentences) == 0
+    assert capsys.readouterr().out.splitlines() == best
+
+    assert cli("translate", "--saved-model", tmp_path, "--n-best", 2, "x") == 2
+    assert "need --run-dir" in capsys.readouterr().err
+
+
+def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
+    import keras_transformer as kt
+    from keras_transformer import workflow
+
+    sources = ["twenty-one", "three hundred and four", ""]
+    targets = ["einundzwanzig", "dreihundertvier", "null"]
+    source_file, target_file = tmp_path / "source.txt", tmp_path / "target.txt"
+    source_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    target_file.write_text("\n".join(targets) + "\n", encoding="utf-8")
+    assert cli("score", "--run-dir", run, "--source", source_file, "--target", target_file) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "log_prob\ttokens\tlog_prob_per_token"
+    printed = np.array([[float(v) for v in line.split("\t")] for line in lines[1:]])
+
+    # The reference: the masked cross-entropy of the same pairs (padding and BOS
+    # blocked as in the searches) times the number of target tokens.
+    _, model, tokenizer, _ = workflow.load_run(run)
+    loss = kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0, reduction="sum")
+    for (log_prob, tokens, per_token), source, target in zip(
+        printed, sources, targets, strict=True
+    ):
+        source_ids = tokenizer.tokenize([source]).to_list()[0] + [tokenizer.eos_id]
+        target_ids = tokenizer.tokenize([target]).to_list()[0]
+        target_in = np.array([[tokenizer.bos_id] + target_ids])
+        target_out = np.array([target_ids + [tokenizer.eos_id]])
+        logits = model((np.array([source_ids]), target_in)).numpy()
+        logits[..., [0, tokenizer.bos_id]] = -1e9
+        nll = float(loss(target_out, logits))
+        assert tokens == len(target_ids) + 1
+        np.testing.assert_allclose(log_prob, -nll, atol=2e-4)
+        np.testing.assert_allclose(per_token, log_prob / tokens, atol=1e-4)
+
+    target_file.write_text("eins\n", encoding="utf-8")
+    assert cli("score", "--run-dir", run, "--source", source_file, "--target", target_file) == 2
+    assert "has 3 lines but" in capsys.readouterr().err
+
+
 def open_lines(tmp_path, lines):
     path = tmp_path / "stdin.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

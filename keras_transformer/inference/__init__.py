@@ -1,6 +1,20 @@
-"""Decoding a trained model: cached greedy and beam search, and the string-to-string Translator."""
+"""Decoding a trained model: cached greedy and beam search, sampling, and the Translator."""
 
-from keras_transformer.inference.search import beam_search, greedy_search, length_penalty
-from keras_transformer.inference.translator import Translator, translate_lines
+from keras_transformer.inference.ensemble import Ensemble
+from keras_transformer.inference.search import beam_search, greedy_search, length_penalty, sample
+from keras_transformer.inference.translator import (
+    Translator,
+    translate_lines,
+    translate_lines_with_scores,
+)
 
-__all__ = ["Translator", "beam_search", "greedy_search", "length_penalty", "translate_lines"]
+__all__ = [
+    "Ensemble",
+    "Translator",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "sample",
+    "translate_lines",
+    "translate_lines_with_scores",
+]

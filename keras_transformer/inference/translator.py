@@ -8,6 +8,8 @@ from keras_transformer.inference.search import (
     MAX_LENGTH,
     beam_search,
     greedy_search,
+    length_penalty,
+    sample,
 )
 from keras_transformer.layers.base import arguments_of
 from keras_transformer.layers.masks import PAD_ID
@@ -34,10 +36,19 @@ class Translator(tf.Module):
         max_length: most target tokens to generate, EOS included. Defaults
             to 64.
         beam_size: 1 for greedy search, more for beam search. Defaults to 4.
-        alpha: length penalty of beam search. Defaults to 0.6.
+        alpha: length penalty of beam search (and of the scores `translate`
+            reports). Defaults to 0.6.
         max_source_length: longest source in tokens, EOS included.
         jit_compile: whether to compile the search with XLA (about 2x faster
             on CPU here); the tokenizers always run uncompiled.
+        n_best: hypotheses `translate` returns per sentence: the N best of
+            beam search (at most `beam_size`), or N samples. Defaults to 1.
+        sample: draw tokens at random (`inference.sample`) instead of
+            searching. Defaults to False.
+        temperature, top_k, top_p, seed: the sampling options of
+            `inference.sample`.
+
+    `model` may also be an `Ensemble` of models that share the tokenizers.
 
     Raises:
         ValueError: on non-positive sizes, or a tokenizer whose vocabulary is
@@ -47,6 +58,7 @@ class Translator(tf.Module):
     ```python
     translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=4)
     translator(tf.constant(["ein Hund läuft."])).numpy()  # array([b'a dog runs.'])
+    translator.copy(n_best=2).translate(["ein Hund läuft."])["translations"]  # (1, 2)
     ```
     """
 
@@ -60,14 +72,26 @@ class Translator(tf.Module):
         alpha=ALPHA,
         max_source_length=256,
         jit_compile=True,
+        n_best=1,
+        sample=False,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        seed=0,
     ):
         super().__init__(name="translator")
         for name, value in [
             ("max_length", max_length),
             ("beam_size", beam_size),
             ("max_source_length", max_source_length),
+            ("n_best", n_best),
         ]:
             check_positive_int(name, value)
+        if n_best > beam_size and not sample:
+            raise ValueError(
+                "`n_best` can be at most `beam_size` (or use `sample=True`). "
+                f"Received: n_best={n_best}, beam_size={beam_size}"
+            )
         for side, tokenizer, model_vocab in [
             ("source", source_tokenizer, model.input_vocab_size),
             ("target", target_tokenizer, model.target_vocab_size),
@@ -86,6 +110,12 @@ class Translator(tf.Module):
         self.alpha = alpha
         self.max_source_length = max_source_length
         self.jit_compile = jit_compile
+        self.n_best = n_best
+        self.sample = sample
+        self.temperature = temperature
+        self.top_k = top_k
+        self.top_p = top_p
+        self.seed = seed
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
     def copy(self, **changes):
@@ -113,6 +143,29 @@ class Translator(tf.Module):
         at_end = tf.range(tf.shape(dense)[1])[None, :] == lengths[:, None]  # (B, S)
         return tf.where(at_end, self.source_tokenizer.eos_id, dense)  # (B, S), EOS after the pieces
 
+    def translate(self, sentences, prefixes=None):
+        """Translations with their scores, and optionally from given target prefixes.
+
+        Args:
+            sentences: strings `(B,)` (a list or a `tf.string` tensor).
+            prefixes: optional strings `(B,)`: each translation starts with
+                its prefix (an empty one leaves the sentence free).
+
+        Returns:
+            Dict with `"translations"`, strings `(B, n_best)`, and
+            `"scores"`, float32 `(B, n_best)`: log P / length_penalty, best
+            first for beam search.
+        """
+        sentences = tf.convert_to_tensor(sentences, tf.string)
+        prefix_ids = None
+        if prefixes is not None:
+            prefixes = tf.convert_to_tensor(prefixes, tf.string)
+            prefix_ids = self.target_tokenizer.tokenize(prefixes).to_tensor(PAD_ID)  # (B, P)
+        target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids)
+        batch, n, length = tf.unstack(tf.shape(target_ids))
+        texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))
+        return {"translations": tf.reshape(texts, [batch, n]), "scores": scores}
+
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
         """Searches from source ids `(B, S)`; returns target ids `(B, max_length)`.
@@ -122,6 +175,10 @@ class Translator(tf.Module):
         with XLA the batch to a power of two, so that a new input size does
         not cost a new compilation.
         """
+        return self._translate(source_ids)[0][:, 0]
+
+    def _translate(self, source_ids, prefix_ids=None):
+        """`(target ids (B, n_best, max_length), scores (B, n_best))`; see `translate_ids`."""
         source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
         vocab = self.model.input_vocab_size
         checks = [
@@ -133,27 +190,76 @@ class Translator(tf.Module):
             ),
         ]
         with tf.control_dependencies(checks):
-            batch, length = tf.shape(source_ids)[0], tf.shape(source_ids)[1]
-            padded_length = tf.maximum(8, next_power_of_two(length))
-            padded = tf.pad(
-                source_ids, [[0, 0], [0, padded_length - length]], constant_values=PAD_ID
-            )  # (B, S')
-            if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
-                position = tf.range(padded_length)[None, :]  # (1, S')
-                empty = tf.where(position == 0, self.source_tokenizer.eos_id, PAD_ID)
-                more = tf.tile(empty, [next_power_of_two(batch) - batch, 1])
-                padded = tf.concat([padded, more], axis=0)  # (B', S')
-            return self._search(padded)[:batch]
-
-    def _search_ids(self, source_ids):
-        bos, eos = self.target_tokenizer.bos_id, self.target_tokenizer.eos_id
-        if self.beam_size == 1:
-            target_ids, _ = greedy_search(self.model, source_ids, bos, eos, self.max_length)
-        else:
-            target_ids, _ = beam_search(
-                self.model, source_ids, bos, eos, self.max_length, self.beam_size, self.alpha
+            batch = tf.shape(source_ids)[0]
+            padded = pad_columns(
+                source_ids, tf.maximum(8, next_power_of_two(tf.shape(source_ids)[1]))
             )
-        return target_ids
+            if prefix_ids is not None:
+                prefix_ids = pad_columns(prefix_ids, next_power_of_two(tf.shape(prefix_ids)[1]))
+            if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
+                rows = next_power_of_two(batch) - batch
+                position = tf.range(tf.shape(padded)[1])[None, :]  # (1, S')
+                empty = tf.where(position == 0, self.source_tokenizer.eos_id, PAD_ID)
+                padded = tf.concat([padded, tf.tile(empty, [rows, 1])], axis=0)  # (B', S')
+                if prefix_ids is not None:
+                    prefix_ids = tf.pad(prefix_ids, [[0, rows], [0, 0]])  # (B', P')
+            target_ids, scores = self._search(padded, prefix_ids)
+            return target_ids[:batch], scores[:batch]
+
+    def _search_ids(self, source_ids, prefix_ids=None):
+        bos, eos = self.target_tokenizer.bos_id, self.target_tokenizer.eos_id
+        if self.sample:  # n_best samples of each sentence
+            if prefix_ids is not None:
+                prefix_ids = tf.repeat(prefix_ids, self.n_best, axis=0)
+            target_ids, log_probs = sample(
+                self.model,
+                tf.repeat(source_ids, self.n_best, axis=0),
+                bos,
+                eos,
+                self.max_length,
+                self.temperature,
+                self.top_k,
+                self.top_p,
+                self.seed,
+                prefix_ids,
+            )
+            scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
+            batch = tf.shape(source_ids)[0]
+            return (
+                tf.reshape(target_ids, [batch, self.n_best, self.max_length]),
+                tf.reshape(scores, [batch, self.n_best]),
+            )
+        if self.beam_size == 1:
+            target_ids, log_probs = greedy_search(
+                self.model, source_ids, bos, eos, self.max_length, prefix_ids
+            )
+            scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
+            return target_ids[:, None], scores[:, None]
+        return beam_search(
+            self.model,
+            source_ids,
+            bos,
+            eos,
+            self.max_length,
+            self.beam_size,
+            self.alpha,
+            prefix_ids,
+            n_best=self.n_best,
+        )
+
+
+def output_lengths(target_ids, eos_id):
+    """Tokens of each output `(B, L)` up to and including its EOS (all if none): `(B,)`."""
+    is_eos = tf.cast(target_ids == eos_id, tf.int32)
+    ended = tf.reduce_any(target_ids == eos_id, axis=1)
+    return tf.where(
+        ended, tf.argmax(is_eos, axis=1, output_type=tf.int32) + 1, tf.shape(target_ids)[1]
+    )
+
+
+def pad_columns(ids, length):
+    """`ids` `(B, L)` padded with `PAD_ID` to `length` >= L columns."""
+    return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]], constant_values=PAD_ID)
 
 
 def next_power_of_two(n):
@@ -186,4 +292,41 @@ def translate_lines(translator, lines, batch_size=64):
         results = translator(tf.constant([lines[i] for i in chunk])).numpy()
         for i, text in zip(chunk, results, strict=True):
             out[i] = text.decode("utf-8", errors="replace")
+    return out
+
+
+def translate_lines_with_scores(translator, lines, prefixes=None, batch_size=64):
+    """`Translator.translate` over a list of strings in batches sorted by length.
+
+    Args:
+        translator: a `Translator`.
+        lines: a list of source strings.
+        prefixes: optional list of target prefixes, one per line ("" for none).
+        batch_size: sentences per call.
+
+    Returns:
+        Per line, a list of `translator.n_best` pairs `(translation, score)`.
+
+    Example:
+    ```python
+    translate_lines_with_scores(translator.copy(n_best=2), ["zwei"])
+    # [[('two', -0.01), ('second', -2.3)]]
+    ```
+    """
+    if prefixes is not None and len(prefixes) != len(lines):
+        raise ValueError(
+            f"Give one prefix per line. Received: {len(lines)} lines, {len(prefixes)} prefixes"
+        )
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    out = [None] * len(lines)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
+        result = translator.translate([lines[i] for i in chunk], chunk_prefixes)
+        texts, scores = result["translations"].numpy(), result["scores"].numpy()
+        for i, row_texts, row_scores in zip(chunk, texts, scores, strict=True):
+            out[i] = [
+                (text.decode("utf-8", errors="replace"), float(score))
+                for text, score in zip(row_texts, row_scores, strict=True)
+            ]
     return out

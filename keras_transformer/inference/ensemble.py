@@ -1,0 +1,72 @@
+"""Several models decoded as one, through the step interface the searches use."""
+
+import tensorflow as tf
+
+
+class Ensemble(tf.Module):
+    """Averages the log-probabilities of several models at every decoding step.
+
+    Each model keeps its own state and cache; the ensemble has the step
+    interface of `Transformer` (`encode`, `initial_cache`, `decode_step`), so
+    every search and `Translator` take it in place of one model. Its
+    `decode_step` returns the mean of the models' logits: each model's
+    log-probabilities are its logits minus a constant per row, so after the
+    searches' softmax this is exactly the renormalized mean of the models'
+    log-probabilities, and an ensemble of a model with itself gives that
+    model's logits bit for bit. The models must share their vocabularies.
+
+    Args:
+        models: a list of trained `keras_transformer.Transformer`s (or
+            objects with their step interface).
+
+    Raises:
+        ValueError: if `models` is empty or their vocabulary sizes differ.
+
+    Example:
+    ```python
+    ensemble = Ensemble([model_a, model_b])
+    token_ids, scores = beam_search(ensemble, source_ids, bos_id=2, eos_id=3)
+    ```
+    """
+
+    def __init__(self, models):
+        super().__init__(name="ensemble")
+        models = list(models)
+        if not models:
+            raise ValueError("`models` must hold at least one model. Received: []")
+        sizes = {(m.input_vocab_size, m.target_vocab_size) for m in models}
+        if len(sizes) > 1:
+            raise ValueError(
+                "The models of an ensemble must share their vocabularies. Received "
+                f"(input_vocab_size, target_vocab_size) of {sorted(sizes)}"
+            )
+        self.models = models
+        self.input_vocab_size, self.target_vocab_size = sizes.pop()
+
+    def encode(self, source_ids):
+        """Each model's decoding state, a tuple in the order of `models`."""
+        return tuple(model.encode(source_ids) for model in self.models)
+
+    def initial_cache(self, state, max_length):
+        """Each model's empty cache, a tuple in the order of `models`."""
+        return tuple(
+            model.initial_cache(own, max_length)
+            for model, own in zip(self.models, state, strict=True)
+        )
+
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+        """`(mean logits (B, V) float32, cache)` of one step of every model.
+
+        With `attention_layer`, also the models' mean cross-attention `(B, S)`
+        in that layer.
+        """
+        extra = {} if attention_layer is None else {"attention_layer": attention_layer}
+        steps = [
+            model.decode_step(token_ids, step, own_cache, own_state, **extra)
+            for model, own_cache, own_state in zip(self.models, cache, state, strict=True)
+        ]
+        logits = tf.add_n([outputs[0] for outputs in steps]) / len(steps)  # (B, V)
+        cache = tuple(outputs[1] for outputs in steps)
+        if attention_layer is None:
+            return logits, cache
+        return logits, cache, tf.add_n([outputs[2] for outputs in steps]) / len(steps)

@@ -1,0 +1,99 @@
+"""The Translator's decoding options: n-best, target prefixes, sampling and ensembles."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import load_tiny_translation
+
+import keras_transformer as kt
+from keras_transformer.datasets import numbers_corpus
+from keras_transformer.inference import Ensemble, Translator
+
+SENTENCES = numbers_corpus("test").sources[:12]
+
+
+@pytest.fixture
+def parts(tiny_translation):
+    return load_tiny_translation(tiny_translation)
+
+
+def translator(parts, **options):
+    model, tokenizer = parts
+    return Translator(model, tokenizer, tokenizer, max_length=30, jit_compile=False, **options)
+
+
+def test_n_best_are_sorted_and_the_first_is_the_best(parts):
+    beam = translator(parts, beam_size=4, n_best=3)
+    result = beam.translate(SENTENCES)
+    texts, scores = result["translations"].numpy(), result["scores"].numpy()
+    assert texts.shape == scores.shape == (len(SENTENCES), 3)
+    assert (np.diff(scores, axis=1) <= 1e-6).all(), scores
+    np.testing.assert_array_equal(texts[:, 0], beam.copy(n_best=1)(tf.constant(SENTENCES)))
+    with pytest.raises(ValueError, match="`n_best` can be at most `beam_size`"):
+        beam.copy(n_best=5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_translations_start_with_their_prefix(parts, beam_size):
+    free = translator(parts, beam_size=beam_size)
+    plain = [t.decode() for t in free(tf.constant(SENTENCES)).numpy()]
+    own_start = [text.split()[0] for text in plain]
+    prefixes = [own_start[i] if i % 3 == 0 else "" if i % 3 == 1 else "seven" for i in range(12)]
+    texts = free.translate(SENTENCES, prefixes)["translations"].numpy()[:, 0]
+    for i, (text, prefix) in enumerate(zip(texts, prefixes, strict=True)):
+        assert text.decode().startswith(prefix), (text, prefix)
+        if i % 3 != 2:  # its own first word, or no prefix: the free translation
+            assert text.decode() == plain[i], (text, plain[i])
+
+
+def test_sampling_is_seeded_and_cold_sampling_is_greedy(parts):
+    greedy = translator(parts, beam_size=1)(tf.constant(SENTENCES)).numpy()
+    cold = translator(parts, sample=True, temperature=1e-4, seed=5)(tf.constant(SENTENCES))
+    np.testing.assert_array_equal(cold.numpy(), greedy)
+    hot = translator(parts, sample=True, temperature=2.0, n_best=4, seed=1)
+    first = hot.translate(SENTENCES)["translations"].numpy()
+    np.testing.assert_array_equal(hot.translate(SENTENCES)["translations"].numpy(), first)
+    assert any(len(set(row)) > 1 for row in first)  # four draws are not all alike
+    other = hot.copy(seed=2).translate(SENTENCES)["translations"].numpy()
+    assert (other != first).any()
+
+
+def test_an_ensemble_of_a_model_with_itself_is_that_model(parts):
+    model, tokenizer = parts
+    single = translator(parts, beam_size=4, n_best=2).translate(SENTENCES)
+    doubled = Translator(
+        Ensemble([model, model]), tokenizer, tokenizer, 30, 4, n_best=2, jit_compile=False
+    )
+    one = doubled.copy(model=Ensemble([model]))
+    both = doubled.translate(SENTENCES)
+    np.testing.assert_array_equal(both["translations"], single["translations"])
+    np.testing.assert_array_equal(both["scores"], single["scores"])
+    np.testing.assert_array_equal(both["scores"], one.translate(SENTENCES)["scores"])
+
+
+def test_an_ensemble_averages_log_probabilities_and_needs_one_vocabulary(parts):
+    model, _ = parts
+    other = kt.Transformer(1, 16, 2, 16, model.input_vocab_size, model.target_vocab_size)
+    ensemble = Ensemble([model, other])
+    source = np.array([[5, 6, 3]], "int32")
+    state = ensemble.encode(source)
+    cache = ensemble.initial_cache(state, 4)
+    logits, _ = ensemble.decode_step(np.array([2], "int32"), 0, cache, state)
+    expected = []
+    for member in (model, other):
+        own = member.encode(source)
+        own_cache = member.initial_cache(own, 4)
+        own_logits, _ = member.decode_step(np.array([2], "int32"), 0, own_cache, own)
+        expected.append(tf.nn.log_softmax(own_logits).numpy())
+    mean = np.mean(expected, axis=0)  # the renormalized mean of the log-probabilities
+    expected_log_probs = mean - np.logaddexp.reduce(mean, axis=-1, keepdims=True)
+    np.testing.assert_allclose(tf.nn.log_softmax(logits), expected_log_probs, atol=1e-5)
+    _, _, attention = ensemble.decode_step(np.array([2], "int32"), 0, cache, state, -1)
+    each = [
+        member.decode_step(np.array([2], "int32"), 0, member.initial_cache(own, 4), own, -1)[2]
+        for member, own in zip((model, other), state, strict=True)
+    ]
+    np.testing.assert_allclose(attention, np.mean(each, axis=0), atol=1e-6)
+    small = kt.Transformer(1, 16, 2, 16, 7, 7)
+    with pytest.raises(ValueError, match="must share their vocabularies"):
+        Ensemble([model, small])
