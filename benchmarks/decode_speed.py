@@ -14,14 +14,21 @@ so every method generates all 64 tokens and they do the same work:
 
 Each is timed `--rounds` times after a warm-up call; the median counts.
 
-    python benchmarks/decode_speed.py --rounds 5
+`--baseline REV` also runs greedy and beam 4 (both with XLA) with
+`keras_transformer/inference/search.py` as it was at git revision REV, on the
+same model in the same process, the two versions timed in alternation, and
+prints the ratio of their speeds: what a change to the searches costs.
+
+    python benchmarks/decode_speed.py --rounds 5 [--baseline 6d8072f]
 """
 
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import time
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -33,6 +40,7 @@ import keras_transformer as kt  # noqa: E402
 from keras_transformer.inference import beam_search, greedy_search  # noqa: E402
 
 BOS = 2
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def uncached_greedy(model, source_ids, new_tokens):
@@ -65,12 +73,66 @@ def time_call(fn, source_ids, rounds):
     return statistics.median(seconds)
 
 
+def search_module_at(revision):
+    """`keras_transformer/inference/search.py` as it was at a git revision, as a module."""
+    path = "keras_transformer/inference/search.py"
+    shown = subprocess.run(
+        ["git", "show", f"{revision}:{path}"], cwd=REPO, capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        raise SystemExit(f"git show {revision}:{path} failed: {shown.stderr.strip()}")
+    module = types.ModuleType(f"search_at_{revision}")
+    exec(compile(shown.stdout, f"{revision}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def time_alternately(functions, source_ids, rounds):
+    """Median seconds of each function, timed in turn round by round (fair on a noisy machine)."""
+    for fn in functions.values():
+        fn(source_ids)  # trace and warm up
+    seconds = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, fn in functions.items():
+            start = time.perf_counter()
+            np.asarray(fn(source_ids))
+            seconds[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
+def compare_with_baseline(revision, model, source_ids, n, rounds):
+    """Speed of this checkout's searches over those at `revision`, same model and inputs."""
+    old = search_module_at(revision)
+    never = -1
+    searches = {}
+    for label, module in [("now", None), (revision, old)]:
+        greedy = greedy_search if module is None else module.greedy_search
+        beam = beam_search if module is None else module.beam_search
+        searches[f"greedy {label}"] = tf.function(
+            lambda s, f=greedy: f(model, s, BOS, never, max_length=n)[0], jit_compile=True
+        )
+        searches[f"beam4 {label}"] = tf.function(
+            lambda s, f=beam: f(model, s, BOS, never, max_length=n, beam_size=4)[0],
+            jit_compile=True,
+        )
+    seconds = time_alternately(searches, source_ids, rounds)
+    ratios = {}
+    for search in ("greedy", "beam4"):
+        ratio = seconds[f"{search} {revision}"] / seconds[f"{search} now"]
+        ratios[search] = round(ratio, 3)
+        print(
+            f"{search:6s} now {seconds[f'{search} now']:.3f} s, at {revision} "
+            f"{seconds[f'{search} {revision}']:.3f} s: speed now / then {ratio:.3f}"
+        )
+    return ratios
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--baseline", help="a git revision whose searches to compare with")
     args = parser.parse_args()
 
     keras.utils.set_random_seed(0)
@@ -82,6 +144,10 @@ def main():
     model((source_ids[:, :2], source_ids[:, :2]))
 
     n = args.new_tokens
+    if args.baseline:
+        ratios = compare_with_baseline(args.baseline, model, source_ids, n, args.rounds)
+        print(json.dumps({"baseline": args.baseline, "speed_now_over_then": ratios}))
+        return
 
     def greedy(s):
         return greedy_search(model, s, BOS, never, max_length=n)[0]
