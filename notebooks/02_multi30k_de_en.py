@@ -42,7 +42,6 @@ if not os.path.isfile(os.path.join(DATA_DIR, "train.de.gz")):
 # %%
 import keras
 import matplotlib.pyplot as plt
-import numpy as np
 import tensorflow as tf
 
 import keras_transformer as kt
@@ -150,14 +149,16 @@ for source, hypothesis, reference in zip(
 
 # %% [markdown]
 # ## Attention
-# Cross-attention of the last decoder layer, averaged over heads, for one test sentence.
+# Cross-attention of the last decoder layer, averaged over heads, for one test sentence: the
+# search collects it while it decodes (`attention_layer=-1`), without running the model again.
 
 # %%
 source_ids = translator.source_ids(tf.constant([test.sources[0]]))
-target = [i for i in translator.translate_ids(source_ids)[0].numpy() if i != tokenizer.pad_id]
-target_in = np.array([[tokenizer.bos_id] + target[:-1]], "int32")
-_, attention = model.decoder(target_in, model.encoder(source_ids), return_attention_scores=True)
-weights = np.asarray(attention[-1]["cross_attention"][0]).mean(axis=0)  # (T, S)
+target_ids, _, attention = kt.inference.greedy_search(
+    model, source_ids, tokenizer.bos_id, tokenizer.eos_id, decode["max_length"], attention_layer=-1
+)
+target = [i for i in target_ids[0].numpy() if i != tokenizer.pad_id]
+weights = attention[0, : len(target)].numpy()  # (T, S)
 
 
 def pieces(ids):
