@@ -152,6 +152,10 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
 
     assert cli("translate", "--saved-model", tmp_path, "--n-best", 2, "x") == 2
     assert "need --run-dir" in capsys.readouterr().err
+    assert cli("translate", "--run-dir", run, "--sample", "--top-p", 0, "x") == 2
+    assert "error: `top_p` must be in (0, 1]" in capsys.readouterr().err
+    assert cli("translate", "--run-dir", run, "--beam-size", 2, "--n-best", 3, "x") == 2
+    assert "`n_best` can be at most `beam_size`" in capsys.readouterr().err
 
 
 def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):

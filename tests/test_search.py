@@ -392,8 +392,10 @@ def test_the_attention_a_search_returns_is_the_full_passes_for_its_output(layer)
     rng = np.random.default_rng(3)
     source = rng.integers(4, 50, (4, 6)).astype("int32")
     source[2, 3:] = 0
-    greedy, _, greedy_attention = greedy_search(model, source, BOS, EOS, 7, attention_layer=layer)
-    beam, _, beam_attention = beam_search(
+    greedy, _, greedy_attention = tf.function(greedy_search, autograph=False)(
+        model, source, BOS, EOS, 7, attention_layer=layer
+    )
+    beam, _, beam_attention = tf.function(beam_search, autograph=False)(
         model, source, BOS, EOS, 7, beam_size=3, n_best=2, attention_layer=layer
     )
     outputs = [(greedy.numpy(), greedy_attention.numpy())] + [

@@ -191,12 +191,7 @@ def sample(
     token_ids, _ = sample(model, source_ids, 2, 3, temperature=0.8, top_p=0.9, seed=1)
     ```
     """
-    if not temperature > 0:
-        raise ValueError(f"`temperature` must be > 0. Received: temperature={temperature}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ValueError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
+    check_sampling(temperature, top_k, top_p)
 
     def draw(log_probs, step):
         logits = cut_to_top_p(cut_to_top_k(log_probs / temperature, top_k), top_p)
@@ -205,6 +200,16 @@ def sample(
         return drawn[:, 0]  # (B,)
 
     return token_by_token(model, source_ids, bos_id, eos_id, max_length, draw, prefix_ids)
+
+
+def check_sampling(temperature, top_k, top_p):
+    """Raises a `ValueError` naming the first sampling option out of range."""
+    if not temperature > 0:
+        raise ValueError(f"`temperature` must be > 0. Received: temperature={temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
 
 
 def cut_to_top_k(logits, k):
@@ -411,7 +416,8 @@ def beam_search(
         top_logp, top_index = tf.math.top_k(tf.reshape(candidates, [batch, k * vocab]), 2 * k)
         top_beam = top_index // vocab  # (B, 2k)
         top_token = top_index % vocab  # (B, 2k)
-        attention = tf.reshape(attention, [batch, k, -1])  # (B, k, S)
+        source_length = attention.shape[-1] if attention.shape[-1] is not None else -1
+        attention = tf.reshape(attention, [batch, k, source_length])  # (B, k, S)
         top = write_step(
             take(alive, top_beam),
             step,

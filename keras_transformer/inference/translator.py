@@ -7,6 +7,7 @@ from keras_transformer.inference.search import (
     BEAM_SIZE,
     MAX_LENGTH,
     beam_search,
+    check_sampling,
     greedy_search,
     length_penalty,
     sample,
@@ -87,7 +88,9 @@ class Translator(tf.Module):
             ("n_best", n_best),
         ]:
             check_positive_int(name, value)
-        if n_best > beam_size and not sample:
+        if sample:
+            check_sampling(temperature, top_k, top_p)
+        elif n_best > beam_size:
             raise ValueError(
                 "`n_best` can be at most `beam_size` (or use `sample=True`). "
                 f"Received: n_best={n_best}, beam_size={beam_size}"
