@@ -23,12 +23,13 @@ prints the ratio of their speeds: what a change to the searches costs.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
 import subprocess
+import tempfile
 import time
-import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -81,8 +82,14 @@ def search_module_at(revision):
     )
     if shown.returncode != 0:
         raise SystemExit(f"git show {revision}:{path} failed: {shown.stderr.strip()}")
-    module = types.ModuleType(f"search_at_{revision}")
-    exec(compile(shown.stdout, f"{revision}:{path}", "exec"), module.__dict__)
+    # A file on disk, so that AutoGraph can read the module's source.
+    folder = tempfile.mkdtemp(prefix="search_at_")
+    filename = os.path.join(folder, "search.py")
+    with open(filename, "w", encoding="utf-8") as file:
+        file.write(shown.stdout)
+    spec = importlib.util.spec_from_file_location("search_at_baseline", filename)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
