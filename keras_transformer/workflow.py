@@ -278,7 +278,6 @@ def load_models(run_dirs, checkpoint="best"):
     """
     if isinstance(run_dirs, (str, os.PathLike)):
         return load_run(run_dirs, checkpoint)
-    runs = [load_run(run_dir, checkpoint) for run_dir in run_dirs]
     first = os.path.join(run_dirs[0], "tokenizers")
     for run_dir in run_dirs[1:]:
         if not same_files(first, os.path.join(run_dir, "tokenizers")):
@@ -286,6 +285,7 @@ def load_models(run_dirs, checkpoint="best"):
                 f"{run_dirs[0]} and {run_dir} have different tokenizers; an ensemble's "
                 "models must share one vocabulary."
             )
+    runs = [load_run(run_dir, checkpoint) for run_dir in run_dirs]
     config, _, source, target = runs[0]
     if len(runs) == 1:
         return runs[0]

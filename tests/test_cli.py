@@ -150,6 +150,11 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
     assert cli("translate", *both, *sentences) == 0
     assert capsys.readouterr().out.splitlines() == best
 
+    changed = sorted(path for path in (twin / "tokenizers").rglob("*") if path.is_file())[0]
+    changed.write_bytes(changed.read_bytes() + b"\n")
+    assert cli("translate", *both, *sentences) == 2
+    assert "have different tokenizers" in capsys.readouterr().err
+
     assert cli("translate", "--saved-model", tmp_path, "--n-best", 2, "x") == 2
     assert "need --run-dir" in capsys.readouterr().err
     assert cli("translate", "--run-dir", run, "--sample", "--top-p", 0, "x") == 2

@@ -46,6 +46,19 @@ def test_translations_start_with_their_prefix(parts, beam_size):
             assert text.decode() == plain[i], (text, plain[i])
 
 
+def test_a_prefix_fits_in_max_length_and_each_sentence_has_one(parts):
+    _, tokenizer = parts
+    prefix = "seven hundred and seventy-seven"
+    tokens = int(tokenizer.tokenize([prefix]).row_lengths()[0])
+    fits = translator(parts, beam_size=4).copy(max_length=tokens)
+    texts = fits.translate(SENTENCES[:2], ["", prefix])["translations"].numpy()[:, 0]
+    assert texts[1].decode() == prefix  # the whole output, without EOS
+    with pytest.raises(ValueError, match=f"Prefix 1 has {tokens} tokens.*max_length={tokens - 1}"):
+        fits.copy(max_length=tokens - 1).translate(SENTENCES[:2], ["", prefix])
+    with pytest.raises(ValueError, match="Received: 2 sentences, 1 prefixes"):
+        fits.translate(SENTENCES[:2], [prefix])
+
+
 def test_sampling_is_seeded_and_cold_sampling_is_greedy(parts):
     greedy = translator(parts, beam_size=1)(tf.constant(SENTENCES)).numpy()
     cold = translator(parts, sample=True, temperature=1e-4, seed=5)(tf.constant(SENTENCES))

@@ -1,5 +1,6 @@
 """`Translator`: strings in, strings out, with the tokenizers and the search in one graph."""
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.inference.search import (
@@ -152,22 +153,47 @@ class Translator(tf.Module):
         Args:
             sentences: strings `(B,)` (a list or a `tf.string` tensor).
             prefixes: optional strings `(B,)`: each translation starts with
-                its prefix (an empty one leaves the sentence free).
+                its prefix (an empty one leaves the sentence free). A prefix
+                of `max_length` tokens is the whole output, without EOS.
 
         Returns:
             Dict with `"translations"`, strings `(B, n_best)`, and
             `"scores"`, float32 `(B, n_best)`: log P / length_penalty, best
             first for beam search.
+
+        Raises:
+            ValueError: if `prefixes` and `sentences` differ in number, or a
+                prefix has more than `max_length` tokens.
         """
         sentences = tf.convert_to_tensor(sentences, tf.string)
         prefix_ids = None
         if prefixes is not None:
             prefixes = tf.convert_to_tensor(prefixes, tf.string)
-            prefix_ids = self.target_tokenizer.tokenize(prefixes).to_tensor(PAD_ID)  # (B, P)
+            pieces = self.target_tokenizer.tokenize(prefixes)  # ragged (B, None)
+            self._check_prefixes(sentences, pieces.row_lengths())
+            prefix_ids = pieces.to_tensor(PAD_ID)  # (B, P)
         target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids)
         batch, n, length = tf.unstack(tf.shape(target_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))
         return {"translations": tf.reshape(texts, [batch, n]), "scores": scores}
+
+    def _check_prefixes(self, sentences, prefix_lengths):
+        """Eagerly, one prefix per sentence, none over `max_length`; in a graph, nothing."""
+        sentence_count = tf.get_static_value(tf.size(sentences))
+        lengths = tf.get_static_value(prefix_lengths)
+        if lengths is None:
+            return
+        if sentence_count is not None and sentence_count != len(lengths):
+            raise ValueError(
+                f"Give one prefix per sentence. Received: {sentence_count} sentences, "
+                f"{len(lengths)} prefixes"
+            )
+        if (lengths > self.max_length).any():
+            row = int(np.argmax(lengths > self.max_length))
+            raise ValueError(
+                f"Prefix {row} has {lengths[row]} tokens, more than a translation's "
+                f"max_length={self.max_length}. Shorten the prefix or raise max_length."
+            )
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
