@@ -79,6 +79,9 @@ DEFAULTS = {
         "epochs": 6,
         "warmup_steps": 500,
         "learning_rate_scale": 1.0,
+        # update the weights once every N batches, with their mean gradient; the
+        # warm-up counts updates (one device only)
+        "gradient_accumulation_steps": 1,
         "label_smoothing": 0.1,
         "patience": 3,
         # also back up the training state every N optimizer steps (0: at epoch ends only);
@@ -176,6 +179,7 @@ RULES = {
         "epochs": POSITIVE_INT,
         "warmup_steps": POSITIVE_INT,
         "learning_rate_scale": POSITIVE,
+        "gradient_accumulation_steps": POSITIVE_INT,
         "label_smoothing": RATE,
         "patience": COUNT,
         "backup_every_steps": COUNT,

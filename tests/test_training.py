@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -142,3 +146,70 @@ def test_transformer_optimizer_is_the_papers_adam_on_the_scaled_schedule(tmp_pat
     np.testing.assert_allclose(
         float(schedule_of(restored)(800)), 0.7 * paper_rate(800, 256, 800), rtol=1e-6
     )
+
+
+def test_per_update_schedule_gives_each_update_the_inner_schedules_rate():
+    from keras_transformer.training import PerUpdateSchedule
+
+    inner = kt.TransformerSchedule(64, warmup_steps=10)
+    per_update = PerUpdateSchedule(inner, 4)
+    for update in [0, 1, 9, 10, 11, 50]:
+        for micro_batch in range(4):  # Keras counts micro-batches
+            expected = paper_rate(update, 64, 10) if update else 0.0
+            np.testing.assert_allclose(
+                float(per_update(4 * update + micro_batch)), expected, rtol=1e-6
+            )
+    restored = keras.optimizers.Adam.from_config(keras.optimizers.Adam(per_update).get_config())
+    np.testing.assert_allclose(float(schedule_of(restored)(43)), float(inner(10)), rtol=1e-6)
+    with pytest.raises(ValueError, match="`micro_batches` must be a positive integer"):
+        PerUpdateSchedule(inner, 0)
+
+
+def test_accumulated_micro_batches_update_like_one_batch_of_all_their_rows():
+    import tensorflow as tf
+    from accumulation_check import compare
+
+    difference, moved = compare(tf.distribute.get_strategy())
+    assert moved > 1e-3  # the updates did something
+    assert difference < 1e-5, difference
+
+
+def test_accumulation_is_refused_under_mirrored_strategy_where_keras_fails():
+    script = os.path.join(os.path.dirname(__file__), "accumulation_check.py")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(
+        [sys.executable, script, "--devices", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "refused" in result.stdout
+
+
+def test_an_embedding_row_seen_twice_gets_adams_second_moment_of_its_summed_gradient():
+    import tensorflow as tf
+
+    from keras_transformer.training import SummedSlicesAdam
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((4,), dtype="int32"), keras.layers.Embedding(5, 3), keras.layers.Flatten()]
+    )
+    tokens = np.array([[1, 1, 1, 2]], "int32")  # token 1 three times: three slices of row 1
+    target = np.random.default_rng(0).normal(size=(1, 12)).astype("float32")
+    before = model.get_weights()[0]
+    with tf.GradientTape() as tape:
+        loss = keras.losses.mean_squared_error(target, model(tokens))
+    (slices,) = tape.gradient(loss, model.trainable_variables)
+    assert isinstance(slices, tf.IndexedSlices) and len(slices.indices) == 4
+    gradient = tf.convert_to_tensor(slices).numpy()  # each row's gradient, slices summed
+
+    optimizer = SummedSlicesAdam(0.1, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    optimizer.apply([slices], model.trainable_variables)
+    # Adam (Kingma and Ba, 2015, Algorithm 1) in NumPy, first step.
+    m, v = 0.1 * gradient, 0.02 * gradient**2
+    np.testing.assert_allclose(optimizer._velocities[0].numpy(), v, rtol=1e-5, atol=1e-12)
+    step = 0.1 * np.sqrt(1 - 0.98) / (1 - 0.9) * m / (np.sqrt(v) + 1e-9)
+    np.testing.assert_allclose(model.get_weights()[0], before - step, rtol=1e-5, atol=1e-6)

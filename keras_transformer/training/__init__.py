@@ -9,15 +9,21 @@ from keras_transformer.training.checkpoints import (
 from keras_transformer.training.compile import compile_model
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
-from keras_transformer.training.optimizers import transformer_optimizer
-from keras_transformer.training.schedules import ScaledSchedule, TransformerSchedule
+from keras_transformer.training.optimizers import SummedSlicesAdam, transformer_optimizer
+from keras_transformer.training.schedules import (
+    PerUpdateSchedule,
+    ScaledSchedule,
+    TransformerSchedule,
+)
 from keras_transformer.training.strategy import distribution_strategy
 
 __all__ = [
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "PruneCheckpoints",
+    "PerUpdateSchedule",
     "ScaledSchedule",
+    "SummedSlicesAdam",
     "TransformerSchedule",
     "best_val_loss",
     "compile_model",

@@ -12,7 +12,8 @@ def compile_model(model, train):
         model: a `keras_transformer.Transformer` (its `d_model` sets the
             schedule's peak).
         train: the `train` section of a run configuration (`warmup_steps`,
-            `learning_rate_scale`, `label_smoothing`).
+            `learning_rate_scale`, `gradient_accumulation_steps`,
+            `label_smoothing`).
 
     Example:
     ```python
@@ -21,7 +22,10 @@ def compile_model(model, train):
     """
     model.compile(
         optimizer=transformer_optimizer(
-            model.d_model, train["warmup_steps"], train["learning_rate_scale"]
+            model.d_model,
+            train["warmup_steps"],
+            train["learning_rate_scale"],
+            train["gradient_accumulation_steps"],
         ),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=train["label_smoothing"]),
         metrics=[MaskedAccuracy()],

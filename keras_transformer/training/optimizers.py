@@ -1,29 +1,85 @@
 """The paper's optimizer: Adam on the warm-up schedule (Vaswani et al., 2017, §5.3)."""
 
 import keras
+import tensorflow as tf
 
-from keras_transformer.training.schedules import ScaledSchedule, TransformerSchedule
+from keras_transformer.training.schedules import (
+    PerUpdateSchedule,
+    ScaledSchedule,
+    TransformerSchedule,
+)
+from keras_transformer.validation import check_positive_int
 
 
-def transformer_optimizer(d_model, warmup_steps=4000, scale=1.0, **kwargs):
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SummedSlicesAdam(keras.optimizers.Adam):
+    """`keras.optimizers.Adam` whose second moment of an embedding is Adam's.
+
+    An embedding's gradient is a `tf.IndexedSlices` with one slice per token
+    of the batch, so a token that occurs k times has k slices. Keras' Adam
+    squares the slices one by one, and its second moment of that row grows
+    by the sum of their squares instead of the square of their sum, the
+    row's gradient. This optimizer first sums the slices into the dense
+    gradient (its moments are dense already), so every row gets Adam's
+    update, and one batch gives the same update as the same rows split
+    into accumulated micro-batches.
+
+    Args:
+        *args, **kwargs: those of `keras.optimizers.Adam`.
+
+    Example:
+    ```python
+    optimizer = SummedSlicesAdam(1e-3, beta_2=0.98)
+    ```
+    """
+
+    def apply(self, grads, trainable_variables=None):
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+        return super().apply(grads, trainable_variables)
+
+
+def transformer_optimizer(
+    d_model, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=1, **kwargs
+):
     """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 on `TransformerSchedule`.
 
     Args:
         d_model: model width D, which sets the schedule's peak.
-        warmup_steps: steps of linear warm-up. Defaults to 4000 (the paper's).
+        warmup_steps: updates of linear warm-up. Defaults to 4000 (the paper's).
         scale: a factor on the whole schedule (`ScaledSchedule`). Defaults to 1.
-        **kwargs: further `keras.optimizers.Adam` arguments (`clipnorm`,
-            `gradient_accumulation_steps`, ...).
+        gradient_accumulation_steps: N > 1 updates the weights once every N
+            batches with the mean of their gradients (Keras' own gradient
+            accumulation), and the schedule counts those updates
+            (`PerUpdateSchedule`); on one device only. Defaults to 1: an
+            update every batch.
+        **kwargs: further `keras.optimizers.Adam` arguments (`clipnorm`, ...).
 
     Returns:
-        A `keras.optimizers.Adam`; it serializes with the model.
+        A `SummedSlicesAdam` (Keras' Adam with the embeddings' second moment
+        corrected); it serializes with the model.
+
+    Raises:
+        ValueError: if `gradient_accumulation_steps` > 1 inside the scope of
+            a `tf.distribute` strategy.
 
     Example:
     ```python
     model.compile(optimizer=transformer_optimizer(512, warmup_steps=4000), ...)
     ```
     """
+    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+    if gradient_accumulation_steps > 1 and tf.distribute.has_strategy():
+        raise ValueError(
+            "`gradient_accumulation_steps` > 1 works on one device only: under a "
+            "tf.distribute strategy, Keras' accumulating optimizer puts its all-reduce "
+            "inside a tf.cond, which TensorFlow refuses (keras-team/keras#17429). Received: "
+            f"gradient_accumulation_steps={gradient_accumulation_steps} under "
+            f"{type(tf.distribute.get_strategy()).__name__}"
+        )
     schedule = TransformerSchedule(d_model, warmup_steps)
     if scale != 1.0:
         schedule = ScaledSchedule(schedule, scale)
-    return keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)
+    if gradient_accumulation_steps > 1:
+        schedule = PerUpdateSchedule(schedule, gradient_accumulation_steps)
+        kwargs["gradient_accumulation_steps"] = gradient_accumulation_steps
+    return SummedSlicesAdam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)

@@ -72,3 +72,42 @@ class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
     @classmethod
     def from_config(cls, config):
         return cls(keras.saving.deserialize_keras_object(config["schedule"]), config["scale"])
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Another schedule, counted in optimizer updates under gradient accumulation.
+
+    With `gradient_accumulation_steps=N`, a Keras optimizer updates the
+    weights once every N micro-batches but calls its schedule with the count
+    of micro-batches. This schedule divides that count by N, so that update
+    u gets `schedule(u)` as it would without accumulation, and the warm-up
+    lasts `warmup_steps` updates, not micro-batches.
+
+    Args:
+        schedule: a `LearningRateSchedule`, e.g. `TransformerSchedule`.
+        micro_batches: N, the optimizer's `gradient_accumulation_steps`.
+
+    Example:
+    >>> per_update = PerUpdateSchedule(TransformerSchedule(256, warmup_steps=800), 4)
+    >>> per_update(4 * 800 + 3)  # the micro-batch that ends update 800: the peak
+    """
+
+    def __init__(self, schedule, micro_batches):
+        check_positive_int("micro_batches", micro_batches)
+        self.schedule = schedule
+        self.micro_batches = micro_batches
+
+    def __call__(self, step):
+        return self.schedule(ops.floor_divide(step, self.micro_batches))
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "micro_batches": self.micro_batches,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        schedule = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(schedule, config["micro_batches"])
