@@ -29,6 +29,7 @@ from keras_transformer.layers.positional_encoding import LAYOUTS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
+from keras_transformer.training.strategy import STRATEGIES
 from keras_transformer.validation import ConfigError
 
 
@@ -89,6 +90,10 @@ DEFAULTS = {
         "backup_every_steps": 0,
         "keep_checkpoints": 5,
         "mixed_precision": False,
+        # auto | one_device | mirrored (train.devices local replicas) | multi_worker
+        # (the cluster in TF_CONFIG); auto picks multi_worker when TF_CONFIG names
+        # more than one task
+        "strategy": "auto",
         "devices": 1,
         "seed": 0,
     },
@@ -185,6 +190,7 @@ RULES = {
         "backup_every_steps": COUNT,
         "keep_checkpoints": POSITIVE_INT,
         "mixed_precision": FLAG,
+        "strategy": one_of(*STRATEGIES),
         "devices": POSITIVE_INT,
         "seed": COUNT,
     },

@@ -22,8 +22,10 @@ print(evaluate("runs/numbers")["bleu"])
 ```
 """
 
+import hashlib
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -40,10 +42,14 @@ from keras_transformer.layers.masks import PAD_ID
 from keras_transformer.text import load_tokenizer, make_batches, train_tokenizer
 from keras_transformer.training import (
     PruneCheckpoints,
+    all_workers,
     best_val_loss,
     compile_model,
     distribution_strategy,
     epoch_checkpoints,
+    fit_under_multi_worker,
+    worker_directory,
+    worker_role,
 )
 from keras_transformer.training.backup import StopOnNaN, TrainingBackup
 
@@ -105,6 +111,14 @@ def resolve_config(run_dir, config):
 def train(run_dir, config, verbose="auto", callbacks=()):
     """Trains (or resumes) the run in `run_dir` with `model.fit`.
 
+    Under `train.strategy=multi_worker` (or `auto` with a `TF_CONFIG` of
+    several tasks) every worker runs this with the same arguments. The chief
+    writes `run_dir`; each other worker writes the same files into a
+    directory of its own (`training.worker_directory`), which it deletes when
+    training ends, and keeps until then so that a restarted cluster resumes
+    from every worker's backup. Each worker trains on a disjoint share of the
+    batches (`Batches.shard`).
+
     Args:
         run_dir: the run directory; created if missing.
         config: the full configuration; must equal the saved one when the
@@ -115,21 +129,25 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     Returns:
         The Keras `History`, or None if the run had already finished.
     """
-    config = resolve_config(run_dir, config)
-    if os.path.isfile(os.path.join(run_dir, DONE_FILE)):
+    t, data = config["train"], config["data"]
+    strategy = distribution_strategy(t["devices"], t["strategy"])  # before anything else
+    role = worker_role(strategy)
+    own_dir = run_dir if role.is_chief else worker_directory(run_dir, role)
+    config = resolve_config(own_dir, config)
+    if os.path.isfile(os.path.join(own_dir, DONE_FILE)):
         print(f"{run_dir} has finished training; nothing to do.")
         return None
-    t, data = config["train"], config["data"]
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
         keras.config.set_dtype_policy("mixed_bfloat16")
-    strategy = distribution_strategy(t["devices"])
 
     train_corpus = load_corpus(data, data["train_split"])
     if data["train_limit"] is not None:
         train_corpus = train_corpus[: data["train_limit"]]
     val_corpus = load_corpus(data, data["val_split"])
-    source_tokenizer, target_tokenizer = prepare_tokenizers(run_dir, config, train_corpus)
+    source_tokenizer, target_tokenizer = prepare_tokenizers(own_dir, config, train_corpus)
+    tokenizers = int(tree_digest(os.path.join(own_dir, "tokenizers"))[:15], 16)  # 60 bits
+    check_same_on_every_worker(strategy, "tokenizers", tokenizers)
     batch_args = dict(
         max_length=data["max_length"],
         tokens_per_batch=data["tokens_per_batch"],
@@ -142,16 +160,25 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         val_corpus, source_tokenizer, target_tokenizer, shuffle=False, **batch_args
     )
     print(f"train: {train_batches}\nval:   {val_batches}")
+    train_data, val_data = train_batches.dataset, val_batches.dataset
+    if role.count > 1:
+        train_data = per_worker_batches(strategy, train_batches, shard=True)
+        val_data = per_worker_batches(strategy, val_batches, shard=False)
+        share = train_batches.shard(role.count, role.index).num_batches
+        print(
+            f"worker {role.index} of {role.count}: {share} of the "
+            f"{train_batches.num_batches} training batches an epoch"
+        )
 
     with strategy.scope():
         model = build_model(config, source_tokenizer.vocab_size, target_tokenizer.vocab_size)
         compile_model(model, t)
         one = np.ones((1, 2), "int32")
         model((one, one))  # build the weights, which a backup restores into
-    checkpoints = os.path.join(run_dir, "checkpoints")
+        backup = TrainingBackup(os.path.join(own_dir, "backup"), t["backup_every_steps"] or None)
+        initial_epoch = restore_on_every_worker(backup, model, strategy)
+    checkpoints = os.path.join(own_dir, "checkpoints")
     os.makedirs(checkpoints, exist_ok=True)
-    backup = TrainingBackup(os.path.join(run_dir, "backup"), t["backup_every_steps"] or None)
-    initial_epoch = backup.restore(model)
     callbacks = [
         StopOnNaN(
             f"The last good training state is the newest backup in {backup.directory} "
@@ -160,11 +187,11 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         ),
         backup,
         keras.callbacks.ModelCheckpoint(
-            os.path.join(run_dir, "model.keras"),
+            os.path.join(own_dir, "model.keras"),
             monitor="val_loss",
             save_best_only=True,
             initial_value_threshold=(
-                best_val_loss(os.path.join(run_dir, "metrics.csv")) if initial_epoch else None
+                best_val_loss(os.path.join(own_dir, "metrics.csv")) if initial_epoch else None
             ),
         ),
         keras.callbacks.ModelCheckpoint(
@@ -172,22 +199,105 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         ),
         PruneCheckpoints(checkpoints, t["keep_checkpoints"]),
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=t["patience"]),
-        keras.callbacks.TensorBoard(os.path.join(run_dir, "logs")),
-        keras.callbacks.CSVLogger(os.path.join(run_dir, "metrics.csv"), append=True),
+        keras.callbacks.TensorBoard(os.path.join(own_dir, "logs")),
+        keras.callbacks.CSVLogger(os.path.join(own_dir, "metrics.csv"), append=True),
         *callbacks,
     ]
+    if role.count > 1:
+        fit_under_multi_worker(model, strategy)
     history = model.fit(
-        train_batches.dataset,
-        validation_data=val_batches.dataset,
+        train_data,
+        validation_data=val_data,
         epochs=t["epochs"],
         initial_epoch=initial_epoch,
         callbacks=callbacks,
         shuffle=False,  # the pipeline shuffles
         verbose=verbose,
     )
-    with open(os.path.join(run_dir, DONE_FILE), "w", encoding="utf-8") as f:
+    with open(os.path.join(own_dir, DONE_FILE), "w", encoding="utf-8") as f:
         json.dump({"epochs": len(history.epoch), "history": history.history}, f)
+    if role.count > 1:
+        print(f"worker {role.index} of {role.count}: weights sha256 {weights_digest(model)}")
+    if not role.is_chief:
+        shutil.rmtree(own_dir, ignore_errors=True)
     return history
+
+
+def per_worker_batches(strategy, batches, shard):
+    """`batches` fed to a multi-worker `strategy` as they are, one batch per replica and step.
+
+    Keras' own path (`experimental_distribute_dataset`) would cut each
+    token-budget batch into one piece per replica, some of them empty when a
+    batch has fewer rows than there are replicas. Here every worker builds
+    its own dataset instead (`distribute_datasets_from_function`): its share
+    of the training batches (`shard=True`, `Batches.shard`), or all of the
+    validation batches (`shard=False`), so that every worker computes the same
+    `val_loss` for checkpoints and early stopping to compare.
+    """
+
+    def dataset_fn(context):
+        replicas = context.num_replicas_in_sync // context.num_input_pipelines
+        if shard:
+            count, index = context.num_input_pipelines, context.input_pipeline_id
+        else:
+            count, index = 1, 0
+        return batches.shard(count, index, replicas).dataset
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def tree_digest(directory):
+    """SHA-256 (hex) of the relative names and the bytes of the files under `directory`."""
+    digest = hashlib.sha256()
+    for root, dirs, names in os.walk(directory):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, directory).encode() + b"\0")
+            with open(path, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()
+
+
+def check_same_on_every_worker(strategy, what, value):
+    """Raises `RunError` unless every worker of `strategy` holds the same int `value`."""
+    values = all_workers(strategy, value)
+    if len(set(values)) > 1:
+        raise RunError(
+            f"The workers' {what} differ (one value per replica: {values}); every worker "
+            "must run the same command on the same data."
+        )
+
+
+def restore_on_every_worker(backup, model, strategy):
+    """`backup.restore`, on every worker from a backup of the same step; the epoch to start at.
+
+    Workers back up independently, so a cluster stopped between two workers'
+    backups holds a newer one on some workers: they restore the newest step
+    that every worker has (each keeps its last two backups). With one worker
+    this is `backup.restore(model)`.
+    """
+    at_most = min(all_workers(strategy, backup.newest_step()))
+    for _ in range(3):  # again only if a worker's backup of that step was unreadable
+        initial_epoch = backup.restore(model, at_most)
+        steps = all_workers(strategy, backup.restored_step)
+        if len(set(steps)) == 1:
+            return initial_epoch
+        at_most = min(steps)
+        if at_most == 0:
+            break  # a worker has nothing to restore, and the others have loaded a backup
+    raise RunError(
+        f"The workers have no readable backup of one step in common (they restored steps "
+        f"{steps}). Delete every worker's backup directory to start the run over."
+    )
+
+
+def weights_digest(model):
+    """SHA-256 of the model's weights: equal on workers that trained in step."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()
 
 
 def load_run(run_dir, checkpoint="best"):
@@ -294,15 +404,7 @@ def load_models(run_dirs, checkpoint="best"):
 
 def same_files(directory_a, directory_b):
     """Whether two directory trees hold the same files with the same bytes."""
-    trees = []
-    for directory in (directory_a, directory_b):
-        files = {}
-        for root, _, names in os.walk(directory):
-            for name in names:
-                with open(os.path.join(root, name), "rb") as f:
-                    files[os.path.relpath(os.path.join(root, name), directory)] = f.read()
-        trees.append(files)
-    return trees[0] == trees[1]
+    return tree_digest(directory_a) == tree_digest(directory_b)
 
 
 def score_pairs(run_dir, sources, targets, checkpoint="best", batch_size=64):

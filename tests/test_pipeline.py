@@ -122,3 +122,24 @@ def test_bad_arguments_fail_clearly(tokenizer):
         make_batches(corpus(4), tokenizer, tokenizer, bucketing=False)
     with pytest.raises(ValueError, match="as many sources as targets"):
         make_batches((["a", "b"], ["c"]), tokenizer, tokenizer)
+
+
+def test_worker_shares_are_disjoint_equal_and_leave_out_only_the_last_batches(tokenizer):
+    def worker_batches():  # what each worker builds: the same corpus, seed and order
+        return make_batches(
+            corpus(), tokenizer, tokenizer, max_length=512, tokens_per_batch=600, seed=3
+        )
+
+    def batch_rows(batches):
+        return [tuple(map(tuple, source.numpy())) for (source, _), _ in batches.dataset]
+
+    whole = batch_rows(worker_batches())
+    per_worker = len(whole) // 3
+    assert len(whole) % 3 != 0  # some batches are left out
+    for index in range(3):
+        share = worker_batches().shard(3, index)
+        assert share.num_batches == per_worker
+        assert batch_rows(share) == whole[index : 3 * per_worker : 3]
+    assert batch_rows(worker_batches().shard(1, 0)) == whole
+    with pytest.raises(ValueError, match=r"`index` must be in \[0, 2\)"):
+        worker_batches().shard(2, 2)

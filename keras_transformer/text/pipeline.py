@@ -48,6 +48,48 @@ class Batches:
             f"{self.num_batches} batches"
         )
 
+    def shard(self, count, index, replicas=1):
+        """Worker `index` of `count`'s share: batches index, index + count, ...
+
+        Every worker gets the same number of batches, `num_batches // count`
+        rounded down to a multiple of `replicas` (the last few batches of an
+        epoch are left out), so that all workers take the same number of
+        steps; the workers' batches are disjoint when each shuffles with the
+        same seed. `tf.distribute`'s auto-sharding is turned off: it would
+        shard again, and by data it can hand one worker a batch more than
+        another, whose all-reduce would then wait for it. `count=1` keeps
+        every batch (up to that rounding), for a dataset that every worker
+        reads whole.
+
+        Args:
+            count: workers, >= 1.
+            index: this worker's rank, in [0, count).
+            replicas: the worker's local replicas, each of which takes one
+                batch per step.
+
+        Returns:
+            A `Batches` whose `dataset` is this worker's, for
+            `strategy.distribute_datasets_from_function`.
+
+        Example:
+        >>> batches.shard(2, 0).num_batches == batches.num_batches // 2
+        """
+        check_positive_int("count", count)
+        check_positive_int("replicas", replicas)
+        if not 0 <= index < count:
+            raise ValueError(f"`index` must be in [0, {count}). Received: index={index}")
+        per_worker = self.num_batches // count // replicas * replicas
+        dataset = self.dataset.take(per_worker * count).shard(count, index)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        return dataclasses.replace(
+            self,
+            dataset=dataset.apply(tf.data.experimental.assert_cardinality(per_worker))
+            .prefetch(tf.data.AUTOTUNE)
+            .with_options(options),
+            num_batches=per_worker,
+        )
+
 
 def as_pair_dataset(pairs):
     """A `tf.data.Dataset` of `(source, target)` strings from any pair source.

@@ -15,9 +15,18 @@ from keras_transformer.training.schedules import (
     ScaledSchedule,
     TransformerSchedule,
 )
-from keras_transformer.training.strategy import distribution_strategy
+from keras_transformer.training.strategy import (
+    STRATEGIES,
+    WorkerRole,
+    all_workers,
+    distribution_strategy,
+    fit_under_multi_worker,
+    worker_directory,
+    worker_role,
+)
 
 __all__ = [
+    "STRATEGIES",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "PruneCheckpoints",
@@ -25,9 +34,14 @@ __all__ = [
     "ScaledSchedule",
     "SummedSlicesAdam",
     "TransformerSchedule",
+    "WorkerRole",
+    "all_workers",
     "best_val_loss",
     "compile_model",
     "distribution_strategy",
     "epoch_checkpoints",
+    "fit_under_multi_worker",
     "transformer_optimizer",
+    "worker_directory",
+    "worker_role",
 ]

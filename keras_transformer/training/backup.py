@@ -52,17 +52,27 @@ class TrainingBackup(keras.callbacks.Callback):
             )
         self.directory = directory
         self.every_steps = every_steps
+        self.restored_step = 0
         self._epoch = 0
 
-    def restore(self, model):
+    def restore(self, model, at_most=None):
         """Loads the newest readable backup into `model` (built and compiled).
+
+        Args:
+            model: the model to restore into.
+            at_most: only backups of this optimizer step or earlier (None:
+                any); the workers of a cluster agree on a step this way.
 
         Returns:
             The epoch `fit` should start at: 0 without a backup.
+            `restored_step` is then the step restored (0 without one).
         """
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)  # its variables are restored too
+        self.restored_step = 0
         for path in reversed(self.backups()):
+            if at_most is not None and backup_step(path) > at_most:
+                continue
             try:
                 with open(os.path.join(path, METADATA), encoding="utf-8") as f:
                     metadata = json.load(f)
@@ -77,8 +87,14 @@ class TrainingBackup(keras.callbacks.Callback):
                 f"resuming from the backup at step {metadata['step']} "
                 f"(epoch {metadata['epoch'] + 1}): {path}"
             )
+            self.restored_step = metadata["step"]
             return metadata["epoch"]
         return 0
+
+    def newest_step(self):
+        """The optimizer step of the newest backup, by its name (0 without one)."""
+        backups = self.backups()
+        return backup_step(backups[-1]) if backups else 0
 
     def backups(self):
         """The backup directories, oldest first."""
@@ -116,6 +132,11 @@ class TrainingBackup(keras.callbacks.Callback):
         os.rename(partial, final)  # atomic: a backup is complete or absent
         for old in self.backups()[:-2]:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def backup_step(path):
+    """The optimizer step in a backup directory's name `step-NNNNNNNNN`."""
+    return int(os.path.basename(path)[len("step-") :])
 
 
 def write_metadata(directory, epoch, step):

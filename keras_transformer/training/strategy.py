@@ -1,18 +1,85 @@
-"""Choosing the `tf.distribute` strategy a run trains under."""
+"""Choosing the `tf.distribute` strategy a run trains under, and this process's part in it.
 
+`auto` reads the standard `TF_CONFIG` cluster spec: when it names more than
+one task, every task runs the same `train` command under
+`MultiWorkerMirroredStrategy` (synchronous data parallelism: each worker
+computes the gradient of its own batches, and an all-reduce sums them before
+every update). The first worker, or the task of type `chief`, is the chief: it
+alone writes the run directory.
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+from typing import NamedTuple
+
+import keras
 import tensorflow as tf
 
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 
-def distribution_strategy(devices):
-    """One device, or `MirroredStrategy` over `devices` GPUs or logical CPUs.
+
+class WorkerRole(NamedTuple):
+    """This process's place in its cluster.
+
+    Attributes:
+        is_chief: whether it writes the run directory.
+        index: its rank among the cluster's tasks (the chief is 0).
+        count: tasks in the cluster (1 without a cluster).
+    """
+
+    is_chief: bool
+    index: int
+    count: int
+
+
+def cluster_tasks():
+    """`[(task_type, index), ...]` of the training tasks `TF_CONFIG` names, chief first."""
+    spec = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    cluster = spec.get("cluster", {})
+    return [(kind, i) for kind in ("chief", "worker") for i in range(len(cluster.get(kind, [])))]
+
+
+def strategy_kind(kind, devices):
+    """The strategy `auto` stands for, checked against `devices`."""
+    if kind not in STRATEGIES:
+        raise ValueError(f"`kind` must be one of {STRATEGIES}. Received: {kind!r}")
+    if kind == "auto":
+        if len(cluster_tasks()) > 1:
+            return "multi_worker"
+        return "mirrored" if devices > 1 else "one_device"
+    if kind == "one_device" and devices > 1:
+        raise RuntimeError(
+            f"train.strategy=one_device trains on one device, but train.devices={devices}; "
+            "use train.strategy=mirrored (or auto) for several."
+        )
+    if kind == "multi_worker" and not cluster_tasks():
+        raise RuntimeError(
+            "train.strategy=multi_worker needs the cluster in the TF_CONFIG environment "
+            'variable, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+            '"task": {"type": "worker", "index": 0}}.'
+        )
+    return kind
+
+
+def distribution_strategy(devices=1, kind="auto"):
+    """The strategy of `kind`: one device, `MirroredStrategy`, or `MultiWorkerMirroredStrategy`.
+
+    Call it first in a process: splitting the CPU into logical devices and
+    joining a cluster must both happen before TensorFlow starts.
 
     Args:
-        devices: number of replicas; with fewer GPUs than that, the CPU is
-            split into `devices` logical devices, which must happen before
-            TensorFlow initializes its devices (call this first in a process).
+        devices: local replicas for `mirrored`; with fewer GPUs than that,
+            the CPU is split into `devices` logical devices.
+        kind: `"auto"` (`multi_worker` when `TF_CONFIG` names more than one
+            task, else `mirrored` when `devices > 1`, else `one_device`),
+            `"one_device"`, `"mirrored"` or `"multi_worker"` (every local GPU,
+            or the CPU, of each worker in `TF_CONFIG`).
 
     Raises:
-        RuntimeError: if TensorFlow has already initialized its devices.
+        RuntimeError: if TensorFlow has already initialized its devices, or
+            `kind` contradicts `devices` or the environment.
 
     Example:
     ```python
@@ -20,6 +87,14 @@ def distribution_strategy(devices):
         model = Transformer(...)
     ```
     """
+    kind = strategy_kind(kind, devices)
+    if kind == "multi_worker":
+        if devices > 1:
+            raise RuntimeError(
+                "train.strategy=multi_worker replicates over each worker's GPUs (or its "
+                f"CPU); leave train.devices at 1. Received: train.devices={devices}"
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
     if devices <= 1:
         return tf.distribute.get_strategy()
     gpus = tf.config.list_physical_devices("GPU")
@@ -36,3 +111,67 @@ def distribution_strategy(devices):
             "starts; run it from a fresh process (the CLI does)."
         ) from None
     return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
+
+
+def worker_role(strategy):
+    """This process's `WorkerRole` under `strategy`; the chief of one when not multi-worker."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return WorkerRole(True, 0, 1)
+    resolver = strategy.cluster_resolver
+    tasks = cluster_tasks()
+    index = tasks.index((resolver.task_type, resolver.task_id))
+    return WorkerRole(index == 0, index, len(tasks))
+
+
+def worker_directory(run_dir, role):
+    """Where a worker that is not the chief writes its run: a directory of its own.
+
+    It is the same path every time this run is trained on this machine, so a
+    restarted worker finds its backup there, and it lies outside `run_dir`
+    (in the system's temporary directory), so a run directory shared with the
+    chief holds only the chief's files.
+    """
+    key = hashlib.sha1(os.path.abspath(run_dir).encode()).hexdigest()[:12]
+    return os.path.join(tempfile.gettempdir(), f"keras-transformer-{key}-worker-{role.index}")
+
+
+def all_workers(strategy, value):
+    """`value` (an int) from every replica of every worker, as a list; a collective call."""
+    local = strategy.run(lambda: tf.constant([value], tf.int64))
+    return [int(v) for v in strategy.gather(local, axis=0).numpy()]
+
+
+def fit_under_multi_worker(model, strategy):
+    """Works around the two steps of Keras 3.15's `fit` that fail under multiple workers.
+
+    Under `MultiWorkerMirroredStrategy` Keras (tensorflow#72388):
+
+    - builds the model from the mean of the first batch over all replicas, an
+      all-reduce that the strategy refuses for nested inputs (and that could
+      not work when workers' batches differ in shape); building needs only
+      the batch's structure, shapes and dtypes, which this worker's own
+      batch has, so the model is built from it;
+    - reduces each step's logs with `strategy.reduce("MEAN", value, axis=0)`,
+      which fails on the scalar losses and metrics; the steps return them
+      with a leading axis of length 1, which that reduction averages away.
+    """
+
+    def maybe_symbolic_build(iterator=None, data_batch=None):
+        if iterator is not None:
+            for _, _, batches in iterator:
+                data_batch = keras.tree.map_structure(
+                    lambda value: strategy.experimental_local_results(value)[0], next(batches)
+                )
+                break
+        with strategy.scope():
+            model._symbolic_build(data_batch=data_batch)
+
+    def with_leading_axis(step):
+        def step_with_leading_axis(data):
+            return {name: tf.reshape(value, [1]) for name, value in step(data).items()}
+
+        return step_with_leading_axis
+
+    model._maybe_symbolic_build = maybe_symbolic_build
+    model.train_step = with_leading_axis(model.train_step)
+    model.test_step = with_leading_axis(model.test_step)

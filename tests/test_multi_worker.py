@@ -1,0 +1,155 @@
+"""Two worker processes on localhost train one run under `MultiWorkerMirroredStrategy`.
+
+Each worker gets the standard `TF_CONFIG` for a two-worker cluster on free
+ports and runs the same `keras-transformer train` command; worker 0 is the
+chief. Each worker's temporary directory is its own (`TMPDIR`), so the test
+sees what each one leaves behind.
+"""
+
+import csv
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from test_cli import HERE, metrics_epochs, train_arguments
+
+
+def test_auto_chooses_by_tf_config_and_devices_and_the_chief_comes_first(monkeypatch):
+    from keras_transformer.training.strategy import cluster_tasks, strategy_kind
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert strategy_kind("auto", 1) == "one_device"
+    assert strategy_kind("auto", 2) == "mirrored"
+    with pytest.raises(RuntimeError, match="multi_worker needs the cluster in the TF_CONFIG"):
+        strategy_kind("multi_worker", 1)
+    with pytest.raises(RuntimeError, match="one_device trains on one device"):
+        strategy_kind("one_device", 2)
+    task = {"type": "worker", "index": 0}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": task}))
+    assert strategy_kind("auto", 1) == "one_device"  # a cluster of one
+    cluster = {"worker": ["a:1", "b:1"], "chief": ["c:1"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+    assert strategy_kind("auto", 1) == "multi_worker"
+    assert cluster_tasks() == [("chief", 0), ("worker", 0), ("worker", 1)]
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def start_workers(tmp_path, round_, commands):
+    """Starts one process per command, worker i with its TF_CONFIG; output goes to files."""
+    ports = free_ports(len(commands))
+    workers = []
+    for index, command in enumerate(commands):
+        temporary = tmp_path / f"tmp-{index}"
+        temporary.mkdir(exist_ok=True)
+        cluster = {"worker": [f"localhost:{port}" for port in ports]}
+        task = {"type": "worker", "index": index}
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": task}),
+            "TMPDIR": str(temporary),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+        }
+        log = open(tmp_path / f"worker-{index}.{round_}.log", "w+", encoding="utf-8")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        workers.append((process, log))
+    return workers
+
+
+def output(worker):
+    worker[1].seek(0)
+    return worker[1].read()
+
+
+def finish(workers, timeout=600):
+    for process, _ in workers:
+        process.wait(timeout=timeout)
+    return [process.returncode for process, _ in workers]
+
+
+def train_command(run_dir):
+    arguments = train_arguments(run_dir, "train.epochs=2")
+    return [sys.executable, "-m", "keras_transformer", *arguments]
+
+
+def killed_command(run_dir, epoch, batch):
+    arguments = train_arguments(run_dir, "train.epochs=2")
+    script = os.path.join(HERE, "interrupted_train.py")
+    options = ["--epoch", str(epoch), "--batch", str(batch), "--action", "kill", "--"]
+    return [sys.executable, script, *options, *arguments]
+
+
+def digests(workers):
+    return [re.findall(r"weights sha256 ([0-9a-f]{64})", output(w)) for w in workers]
+
+
+def losses(run_dir):
+    with open(run_dir / "metrics.csv") as f:
+        return [float(row["loss"]) for row in csv.DictReader(f)]
+
+
+def test_two_workers_train_in_step_and_only_the_chief_writes(tmp_path):
+    run_dir = tmp_path / "numbers"
+    workers = start_workers(tmp_path, 1, [train_command(run_dir)] * 2)
+    codes = finish(workers)
+    assert codes == [0, 0], [output(w)[-3000:] for w in workers]
+
+    for name in ["config.json", "model.keras", "trained.json", "metrics.csv", "tokenizers", "logs"]:
+        assert (run_dir / name).exists(), name
+    assert sorted(os.listdir(run_dir / "checkpoints")) == [
+        "epoch-001.weights.h5",
+        "epoch-002.weights.h5",
+    ]
+    assert not (run_dir / "backup").exists()
+    assert os.listdir(tmp_path / "tmp-1") == []  # the other worker left nothing behind
+
+    (chief,), (other,) = digests(workers)
+    assert chief == other  # the same weights after the last update
+    assert metrics_epochs(run_dir) == ["0", "1"]
+    first, last = losses(run_dir)
+    assert np.isfinite([first, last]).all() and last < first
+    shares = [re.search(r"of 2: (\d+) of the (\d+) training", output(w)).groups() for w in workers]
+    assert shares[0] == shares[1] and int(shares[0][0]) == int(shares[0][1]) // 2, shares
+
+
+def test_a_cluster_restarted_after_a_lost_worker_resumes_from_its_backups(tmp_path):
+    run_dir = tmp_path / "numbers"
+    commands = [train_command(run_dir), killed_command(run_dir, 2, 2)]
+    workers = start_workers(tmp_path, 1, commands)
+    lost, survivor = workers[1][0], workers[0][0]
+    lost.wait(timeout=600)
+    assert lost.returncode == -signal.SIGKILL, output(workers[1])[-3000:]
+    time.sleep(2)
+    if survivor.poll() is None:  # it waits for the lost worker's all-reduce
+        survivor.send_signal(signal.SIGKILL)
+    survivor.wait(timeout=60)
+    assert not (run_dir / "trained.json").exists()
+    assert metrics_epochs(run_dir) == ["0"]
+
+    restarted = start_workers(tmp_path, 2, [train_command(run_dir)] * 2)
+    codes = finish(restarted)
+    assert codes == [0, 0], [output(w)[-3000:] for w in restarted]
+    resumed = [re.findall(r"resuming from the backup at step (\d+)", output(w)) for w in restarted]
+    assert resumed[0] == resumed[1] and len(resumed[0]) == 1, resumed
+    assert metrics_epochs(run_dir) == ["0", "1"]  # epoch 1 was not trained again
+    (chief,), (other,) = digests(restarted)
+    assert chief == other
+    assert (run_dir / "trained.json").is_file()
+    # Only a normal exit removes TensorFlow's AutoGraph scratch files, which the
+    # killed worker left; its own directory is gone.
+    assert not list((tmp_path / "tmp-1").glob("keras-transformer-*"))
