@@ -69,9 +69,9 @@ def train_and_time(args):
         )
     if role.count > 1:
         fit_under_multi_worker(model, strategy)
-    model.fit(data, steps_per_epoch=args.warmup, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=args.warmup, epochs=1, verbose=0, shuffle=False)
     start = time.perf_counter()
-    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0, shuffle=False)
     seconds = time.perf_counter() - start
     parameters = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
     print(

@@ -52,8 +52,8 @@ MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 
 DEFAULTS = {
     "data": {
-        # numbers (built in) | files ({split}.{lang}[.gz] in `directory`) | tsv (`path`)
-        # | tfds (`name`)
+        # numbers (built in) | files ({split}.{lang}[.gz], or shards {split}-*.{lang}[.gz],
+        # in `directory`; the training split streams from disk) | tsv (`path`) | tfds (`name`)
         "corpus": "numbers",
         "directory": None,
         "path": None,
@@ -72,6 +72,7 @@ DEFAULTS = {
         "type": "sentencepiece",  # sentencepiece | wordpiece
         "vocab_size": 500,
         "shared": True,  # one vocabulary for both languages
+        "sample_size": 2_000_000,  # sentences drawn from the training data to train it on
     },
     # shared_embeddings: null (separate) | output (target embedding = pre-softmax
     # projection) | all
@@ -166,6 +167,7 @@ RULES = {
         "type": one_of(*TOKENIZER_TYPES),
         "vocab_size": POSITIVE_INT,
         "shared": FLAG,
+        "sample_size": POSITIVE_INT,
     },
     "model": {
         "num_layers": POSITIVE_INT,

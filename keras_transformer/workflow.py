@@ -34,7 +34,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.config import read_saved_config, save_config
-from keras_transformer.datasets import load_corpus
+from keras_transformer.datasets import ParallelCorpus, load_corpus
 from keras_transformer.export import export_translator
 from keras_transformer.inference import Ensemble, Translator, translate_lines
 from keras_transformer.inference.scoring import score_outputs
@@ -69,11 +69,12 @@ def prepare_tokenizers(run_dir, config, corpus):
     if os.path.isdir(source_dir):
         return load_tokenizers(run_dir, config)
     kind, size = config["tokenizer"]["type"], config["tokenizer"]["vocab_size"]
+    sample = config["tokenizer"]["sample_size"]
     if config["tokenizer"]["shared"]:
-        source = target = train_tokenizer(kind, corpus.sources + corpus.targets, size)
+        source = target = train_tokenizer(kind, corpus.sample_sentences(sample), size)
     else:
-        source = train_tokenizer(kind, corpus.sources, size)
-        target = train_tokenizer(kind, corpus.targets, size)
+        source = train_tokenizer(kind, corpus.sample_sentences(sample, ["source"]), size)
+        target = train_tokenizer(kind, corpus.sample_sentences(sample, ["target"]), size)
         target.save(target_dir)
     source.save(source_dir)
     return source, target
@@ -141,7 +142,7 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     if t["mixed_precision"]:
         keras.config.set_dtype_policy("mixed_bfloat16")
 
-    train_corpus = load_corpus(data, data["train_split"])
+    train_corpus = load_corpus(data, data["train_split"], stream=True)
     if data["train_limit"] is not None:
         train_corpus = train_corpus[: data["train_limit"]]
     val_corpus = load_corpus(data, data["val_split"])
@@ -154,7 +155,12 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         overflow=data["overflow"],
     )
     train_batches = make_batches(
-        train_corpus, source_tokenizer, target_tokenizer, seed=t["seed"], **batch_args
+        train_corpus,
+        source_tokenizer,
+        target_tokenizer,
+        seed=t["seed"],
+        cache=isinstance(train_corpus, ParallelCorpus),  # a stream is read again each epoch
+        **batch_args,
     )
     val_batches = make_batches(
         val_corpus, source_tokenizer, target_tokenizer, shuffle=False, **batch_args

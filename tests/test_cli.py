@@ -405,3 +405,28 @@ def test_tensorflow_start_up_lines_show_only_with_verbose(tmp_path):
         assert result.returncode == 2 and "error: No SavedModel" in result.stderr
     assert quiet.stderr.startswith("error: ") and "0000 " not in quiet.stderr
     assert re.search(r"^[IWE]0000 ", verbose.stderr, re.M), verbose.stderr
+
+
+def test_train_streams_a_sharded_corpus_and_samples_its_tokenizer_text(tmp_path, monkeypatch):
+    from keras_transformer import workflow
+    from keras_transformer.datasets import numbers_corpus
+
+    data = tmp_path / "data"
+    data.mkdir()
+    train, val = numbers_corpus("train")[:300], numbers_corpus("val")[:40]
+    for name, part in [("train-000", train[:200]), ("train-001", train[200:]), ("val", val)]:
+        for lang, lines in [("de", part.sources), ("en", part.targets)]:
+            (data / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    trained_on = []
+
+    def recording_train_tokenizer(kind, texts, size):
+        trained_on.append(list(texts))
+        return train_tokenizer(kind, texts, size)
+
+    train_tokenizer = workflow.train_tokenizer
+    monkeypatch.setattr(workflow, "train_tokenizer", recording_train_tokenizer)
+    overrides = ["data.corpus=files", f"data.directory={data}", "tokenizer.sample_size=250"]
+    assert tiny_train(tmp_path / "run", *overrides, "train.epochs=1") == 0
+    assert len(trained_on) == 1 and len(trained_on[0]) == 250  # of 600 sentences
+    assert set(trained_on[0]) <= set(train.sources + train.targets)
+    assert metrics_epochs(tmp_path / "run") == ["0"]

@@ -94,3 +94,51 @@ def test_tfds_offline_failure_is_a_clear_message(tmp_path):
     pytest.importorskip("tensorflow_datasets")
     with pytest.raises(RuntimeError, match=r"Could not load TFDS data set 'ted_hrlr_translate"):
         load_tfds("ted_hrlr_translate/pt_to_en", "train", data_dir=str(tmp_path), download=False)
+
+
+def write_shards(directory, sizes, extra_target_line=None):
+    """Shards `train-00i.de.gz` / `train-00i.en` with `sizes[i]` lines each."""
+    pairs = []
+    for i, size in enumerate(sizes):
+        sources = [f"Satz {i} {j}" for j in range(size)]
+        targets = [f"sentence {i} {j}" for j in range(size)]
+        if extra_target_line == i:
+            targets.append("one line too many")
+        write(directory / f"train-00{i}.de.gz", "".join(s + "\n" for s in sources).encode(), True)
+        write(directory / f"train-00{i}.en", "".join(t + "\n" for t in targets).encode())
+        pairs += list(zip(sources, targets[:size], strict=True))
+    return pairs
+
+
+def test_a_streamed_split_holds_the_pairs_of_its_shards(tmp_path):
+    from keras_transformer.datasets import StreamingCorpus
+
+    pairs = write_shards(tmp_path, [7, 3, 5])
+    corpus = StreamingCorpus.from_directory(str(tmp_path), "train", "de", "en")
+    streamed = [(s.decode(), t.decode()) for s, t in corpus.to_dataset().as_numpy_iterator()]
+    assert sorted(streamed) == sorted(pairs) and len(streamed) == len(pairs)
+    in_memory = load_split(str(tmp_path), "train", "de", "en")  # the shards, one after another
+    assert list(zip(in_memory.sources, in_memory.targets, strict=True)) == pairs
+    assert len(list(corpus[:4].to_dataset())) == 4
+
+    sample = corpus.sample_sentences(6, seed=1)
+    assert len(sample) == 6 and set(sample) <= {s for pair in pairs for s in pair}
+    assert sample == corpus.sample_sentences(6, seed=1) != corpus.sample_sentences(6, seed=2)
+    assert sorted(corpus.sample_sentences(100, ["target"])) == sorted(t for _, t in pairs)
+
+
+def test_shards_that_end_apart_stop_the_stream_with_both_names(tmp_path):
+    from keras_transformer.datasets import StreamingCorpus
+    from keras_transformer.text import SentencePieceTokenizer, make_batches
+
+    write_shards(tmp_path, [4, 6], extra_target_line=1)
+    corpus = StreamingCorpus.from_directory(str(tmp_path), "train", "de", "en")
+    tokenizer = SentencePieceTokenizer.train(["Satz sentence 0 1 2 3 4 5"] * 20, vocab_size=20)
+    with pytest.raises(
+        ValueError, match=r"differ in line count: .*train-001.de.gz and .*train-001.en"
+    ):
+        make_batches(corpus, tokenizer, tokenizer, cache=False)
+    (tmp_path / "train-001.en").unlink()
+    write(tmp_path / "train-002.en", b"x\n")
+    with pytest.raises(ValueError, match=r"do not pair up: \['train-000', 'train-001'\]"):
+        StreamingCorpus.from_directory(str(tmp_path), "train", "de", "en")

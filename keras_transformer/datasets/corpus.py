@@ -1,6 +1,7 @@
 """`ParallelCorpus`: aligned source and target sentences held in memory."""
 
 import dataclasses
+import random
 
 import tensorflow as tf
 
@@ -35,3 +36,10 @@ class ParallelCorpus:
     def to_dataset(self):
         """A `tf.data.Dataset` of `(source, target)` string pairs."""
         return tf.data.Dataset.from_tensor_slices((self.sources, self.targets))
+
+    def sample_sentences(self, count, sides=("source", "target"), seed=0):
+        """The sentences of `sides` (sources first), or `count` of them drawn at random."""
+        sentences = [s for side in sides for s in getattr(self, f"{side}s")]
+        if len(sentences) <= count:
+            return sentences
+        return random.Random(seed).sample(sentences, count)

@@ -4,6 +4,7 @@ import gzip
 import os
 
 from keras_transformer.datasets.corpus import ParallelCorpus
+from keras_transformer.datasets.streaming import StreamingCorpus
 
 
 def read_lines(path):
@@ -58,7 +59,7 @@ def load_parallel_files(source_path, target_path):
 
 
 def load_split(directory, split, source_lang, target_lang):
-    """Reads `{directory}/{split}.{lang}` (or `.gz`) for both languages.
+    """Reads `{directory}/{split}.{lang}` (or `.gz`, or the shards `{split}-*`) for both sides.
 
     Args:
         directory: e.g. a Multi30k directory holding `train.de.gz`, `train.en.gz`.
@@ -69,17 +70,11 @@ def load_split(directory, split, source_lang, target_lang):
     Example:
     >>> train = load_split("data/multi30k", "train", "de", "en")
     """
-    return load_parallel_files(
-        _find(directory, split, source_lang), _find(directory, split, target_lang)
-    )
-
-
-def _find(directory, split, lang):
-    for name in (f"{split}.{lang}.gz", f"{split}.{lang}"):
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            return path
-    raise FileNotFoundError(
-        f"No {split}.{lang} or {split}.{lang}.gz in {directory!r}"
-        + ("" if os.path.isdir(directory) else " (the directory does not exist)")
+    corpus = StreamingCorpus.from_directory(directory, split, source_lang, target_lang)
+    pairs = [
+        load_parallel_files(source, target)
+        for source, target in zip(corpus.source_files, corpus.target_files, strict=True)
+    ]
+    return ParallelCorpus(
+        [s for pair in pairs for s in pair.sources], [t for pair in pairs for t in pair.targets]
     )

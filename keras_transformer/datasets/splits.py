@@ -7,21 +7,24 @@ import numpy as np
 from keras_transformer.datasets.corpus import ParallelCorpus
 from keras_transformer.datasets.numbers import numbers_corpus
 from keras_transformer.datasets.parallel_files import load_split
+from keras_transformer.datasets.streaming import StreamingCorpus
 from keras_transformer.datasets.tfds import load_tfds
 from keras_transformer.datasets.tsv import load_tsv
 from keras_transformer.validation import ConfigError
 
 
-def load_corpus(data, split):
+def load_corpus(data, split, stream=False):
     """The `split` of the corpus that the `data` config section names.
 
     Args:
         data: the `data` section of a run configuration (`corpus`,
             `source_lang`, `target_lang`, and `directory`, `path` or `name`).
         split: a split name, e.g. `data["train_split"]`.
+        stream: for `files`, a `StreamingCorpus` that reads the files as
+            they are needed instead of a list in memory.
 
     Returns:
-        A `ParallelCorpus`.
+        A `ParallelCorpus`, or a `StreamingCorpus` when streaming files.
 
     Raises:
         ConfigError: if the section lacks what its corpus type needs.
@@ -41,6 +44,8 @@ def load_corpus(data, split):
                 "data.corpus=files needs data.directory (environment variables in it "
                 f"must be set). Received: {data['directory']!r}"
             )
+        if stream:
+            return StreamingCorpus.from_directory(directory, split, src, tgt)
         return load_split(directory, split, src, tgt)
     if corpus == "tsv":
         if not data["path"]:

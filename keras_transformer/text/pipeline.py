@@ -12,6 +12,7 @@ under a budget of tokens per batch, so little of each batch is padding.
 """
 
 import dataclasses
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -160,10 +161,16 @@ def make_batches(
         shuffle_buffer: size of the shuffle buffer.
         seed: shuffle seed.
         cache: whether to keep the tokenized pairs in memory after the first
-            pass (the count of overflowing pairs is that first pass).
+            pass (the count of overflowing pairs is that first pass); False
+            for a corpus larger than memory, which is then read again each
+            epoch.
 
     Returns:
         A `Batches`: the dataset and the counts of dropped and truncated pairs.
+
+    Raises:
+        ValueError: if reading the pairs fails (the first pass, which counts
+            them, reads them all), e.g. parallel files that differ in length.
 
     Example:
     >>> batches = make_batches((["a b"], ["c"]), tokenizer, tokenizer, batch_size=2)
@@ -197,9 +204,13 @@ def make_batches(
         lengths += tf.cast(kept, tf.int64) * tf.one_hot(length, max_length + 1, dtype=tf.int64)
         return pairs + 1, long + tf.cast(is_long, tf.int64), lengths
 
-    num_pairs, num_long, lengths = tokenized.reduce(
-        (np.int64(0), np.int64(0), np.zeros(max_length + 1, np.int64)), count
-    )
+    try:
+        num_pairs, num_long, lengths = tokenized.reduce(
+            (np.int64(0), np.int64(0), np.zeros(max_length + 1, np.int64)), count
+        )
+    except tf.errors.InvalidArgumentError as error:  # e.g. files that end apart
+        found = re.search(r"assertion failed: \[(.*?)\]", error.message, re.S)
+        raise ValueError(found.group(1) if found else error.message) from None
     num_pairs, num_long = int(num_pairs), int(num_long)
 
     if overflow == "drop":
