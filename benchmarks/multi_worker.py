@@ -22,7 +22,6 @@ target tokens per second), `scaling` (their ratio) and `gradient_bytes`.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -88,19 +87,11 @@ def train_and_time(args):
     )
 
 
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def run_workers(count, args):
     """Starts `count` worker processes (one without TF_CONFIG) and returns the chief's report."""
-    ports = free_ports(count)
+    from keras_transformer.training import localhost_tf_configs
+
+    tf_configs = localhost_tf_configs(count)
     command = [sys.executable, os.path.abspath(__file__), WORKER]
     command += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
     command += ["--batch", str(args.batch), "--length", str(args.length)]
@@ -109,9 +100,7 @@ def run_workers(count, args):
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
         env.pop("TF_CONFIG", None)
         if count > 1:
-            cluster = {"worker": [f"localhost:{port}" for port in ports]}
-            task = {"type": "worker", "index": index}
-            env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": task})
+            env["TF_CONFIG"] = tf_configs[index]
         processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env))
     reports = []
     for process in processes:

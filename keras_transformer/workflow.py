@@ -147,8 +147,9 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         train_corpus = train_corpus[: data["train_limit"]]
     val_corpus = load_corpus(data, data["val_split"])
     source_tokenizer, target_tokenizer = prepare_tokenizers(own_dir, config, train_corpus)
-    tokenizers = int(tree_digest(os.path.join(own_dir, "tokenizers"))[:15], 16)  # 60 bits
-    check_same_on_every_worker(strategy, "tokenizers", tokenizers)
+    if role.count > 1:
+        tokenizers = int(tree_digest(os.path.join(own_dir, "tokenizers"))[:15], 16)  # 60 bits
+        check_same_on_every_worker(strategy, "tokenizers", tokenizers)
     batch_args = dict(
         max_length=data["max_length"],
         tokens_per_batch=data["tokens_per_batch"],

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ import time
 import numpy as np
 import pytest
 from test_cli import HERE, metrics_epochs, train_arguments
+
+from keras_transformer.training import localhost_tf_configs
 
 
 def test_auto_chooses_by_tf_config_and_devices_and_the_chief_comes_first(monkeypatch):
@@ -40,28 +41,16 @@ def test_auto_chooses_by_tf_config_and_devices_and_the_chief_comes_first(monkeyp
     assert cluster_tasks() == [("chief", 0), ("worker", 0), ("worker", 1)]
 
 
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def start_workers(tmp_path, round_, commands):
     """Starts one process per command, worker i with its TF_CONFIG; output goes to files."""
-    ports = free_ports(len(commands))
     workers = []
-    for index, command in enumerate(commands):
+    tf_configs = localhost_tf_configs(len(commands))
+    for index, (command, tf_config) in enumerate(zip(commands, tf_configs, strict=True)):
         temporary = tmp_path / f"tmp-{index}"
         temporary.mkdir(exist_ok=True)
-        cluster = {"worker": [f"localhost:{port}" for port in ports]}
-        task = {"type": "worker", "index": index}
         env = {
             **os.environ,
-            "TF_CONFIG": json.dumps({"cluster": cluster, "task": task}),
+            "TF_CONFIG": tf_config,
             "TMPDIR": str(temporary),
             "TF_CPP_MIN_LOG_LEVEL": "2",
         }

@@ -4,7 +4,7 @@ import gzip
 import os
 
 from keras_transformer.datasets.corpus import ParallelCorpus
-from keras_transformer.datasets.streaming import StreamingCorpus
+from keras_transformer.datasets.streaming import split_file_pairs
 
 
 def read_lines(path):
@@ -70,11 +70,8 @@ def load_split(directory, split, source_lang, target_lang):
     Example:
     >>> train = load_split("data/multi30k", "train", "de", "en")
     """
-    corpus = StreamingCorpus.from_directory(directory, split, source_lang, target_lang)
-    pairs = [
-        load_parallel_files(source, target)
-        for source, target in zip(corpus.source_files, corpus.target_files, strict=True)
-    ]
+    sources, targets = split_file_pairs(directory, split, source_lang, target_lang)
+    pairs = [load_parallel_files(s, t) for s, t in zip(sources, targets, strict=True)]
     return ParallelCorpus(
         [s for pair in pairs for s in pair.sources], [t for pair in pairs for t in pair.targets]
     )

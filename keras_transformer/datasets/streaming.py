@@ -40,6 +40,25 @@ def shard_name(path, lang):
     return name[: -len(f".{lang}")]
 
 
+def split_file_pairs(directory, split, source_lang, target_lang):
+    """`(source_files, target_files)` of a split in `directory`, shards paired by name.
+
+    Raises:
+        FileNotFoundError: if a side of the split has no file.
+        ValueError: if the two sides' shards do not pair up by name.
+    """
+    sources = split_files(directory, split, source_lang)
+    targets = split_files(directory, split, target_lang)
+    source_names = [shard_name(p, source_lang) for p in sources]
+    target_names = [shard_name(p, target_lang) for p in targets]
+    if source_names != target_names:
+        raise ValueError(
+            f"The {source_lang} and {target_lang} shards of {split!r} in {directory!r} "
+            f"do not pair up: {source_names} and {target_names}"
+        )
+    return sources, targets
+
+
 class StreamingCorpus:
     """Sentence pairs read from line-aligned files as they are needed, never held whole.
 
@@ -75,22 +94,8 @@ class StreamingCorpus:
 
     @classmethod
     def from_directory(cls, directory, split, source_lang, target_lang):
-        """The split's files in `directory` (see `split_files`), shards paired by name.
-
-        Raises:
-            FileNotFoundError: if a side of the split has no file.
-            ValueError: if the two sides' shards do not pair up by name.
-        """
-        sources = split_files(directory, split, source_lang)
-        targets = split_files(directory, split, target_lang)
-        source_names = [shard_name(p, source_lang) for p in sources]
-        target_names = [shard_name(p, target_lang) for p in targets]
-        if source_names != target_names:
-            raise ValueError(
-                f"The {source_lang} and {target_lang} shards of {split!r} in {directory!r} "
-                f"do not pair up: {source_names} and {target_names}"
-            )
-        return cls(sources, targets)
+        """The split's files in `directory` (`split_file_pairs`) as a stream."""
+        return cls(*split_file_pairs(directory, split, source_lang, target_lang))
 
     def __getitem__(self, index):
         """`corpus[:n]`, the first n pairs; the only indexing a stream has."""

@@ -21,6 +21,7 @@ from keras_transformer.training.strategy import (
     all_workers,
     distribution_strategy,
     fit_under_multi_worker,
+    localhost_tf_configs,
     worker_directory,
     worker_role,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "distribution_strategy",
     "epoch_checkpoints",
     "fit_under_multi_worker",
+    "localhost_tf_configs",
     "transformer_optimizer",
     "worker_directory",
     "worker_role",

@@ -11,6 +11,7 @@ alone writes the run directory.
 import hashlib
 import json
 import os
+import socket
 import tempfile
 from typing import NamedTuple
 
@@ -121,6 +122,30 @@ def worker_role(strategy):
     tasks = cluster_tasks()
     index = tasks.index((resolver.task_type, resolver.task_id))
     return WorkerRole(index == 0, index, len(tasks))
+
+
+def localhost_tf_configs(count):
+    """`TF_CONFIG` values for a cluster of `count` workers on this machine, one per worker.
+
+    Each worker gets a free port. For trying multi-worker training on one
+    machine, and for its tests and benchmark.
+
+    Example:
+    ```python
+    for index, tf_config in enumerate(localhost_tf_configs(2)):
+        subprocess.Popen(["keras-transformer", "train", ...], env={"TF_CONFIG": tf_config})
+    ```
+    """
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    cluster = {"worker": [f"localhost:{s.getsockname()[1]}" for s in sockets]}
+    for s in sockets:
+        s.close()
+    return [
+        json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        for index in range(count)
+    ]
 
 
 def worker_directory(run_dir, role):
