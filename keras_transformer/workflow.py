@@ -155,18 +155,21 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         tokens_per_batch=data["tokens_per_batch"],
         overflow=data["overflow"],
     )
+    micro_batches = t["gradient_accumulation_steps"]  # slices of one training batch
     train_batches = make_batches(
         train_corpus,
         source_tokenizer,
         target_tokenizer,
         seed=t["seed"],
         cache=isinstance(train_corpus, ParallelCorpus),  # a stream is read again each epoch
-        **batch_args,
+        **{**batch_args, "tokens_per_batch": data["tokens_per_batch"] * micro_batches},
     )
     val_batches = make_batches(
         val_corpus, source_tokenizer, target_tokenizer, shuffle=False, **batch_args
     )
     print(f"train: {train_batches}\nval:   {val_batches}")
+    if micro_batches > 1:
+        print(f"each training batch: {micro_batches} micro-batches, one update")
     train_data, val_data = train_batches.dataset, val_batches.dataset
     if role.count > 1:
         train_data = per_worker_batches(strategy, train_batches, shard=True)

@@ -3,7 +3,9 @@
 Each worker gets the standard `TF_CONFIG` for a two-worker cluster on free
 ports and runs the same `keras-transformer train` command; worker 0 is the
 chief. Each worker's temporary directory is its own (`TMPDIR`), so the test
-sees what each one leaves behind.
+sees what each one leaves behind. The first run also accumulates two
+micro-batches per update, which Keras' optimizer-level accumulation cannot do
+under this strategy.
 """
 
 import csv
@@ -71,8 +73,8 @@ def finish(workers, timeout=600):
     return [process.returncode for process, _ in workers]
 
 
-def train_command(run_dir):
-    arguments = train_arguments(run_dir, "train.epochs=2")
+def train_command(run_dir, *extra):
+    arguments = train_arguments(run_dir, "train.epochs=2", *extra)
     return [sys.executable, "-m", "keras_transformer", *arguments]
 
 
@@ -94,9 +96,11 @@ def losses(run_dir):
 
 def test_two_workers_train_in_step_and_only_the_chief_writes(tmp_path):
     run_dir = tmp_path / "numbers"
-    workers = start_workers(tmp_path, 1, [train_command(run_dir)] * 2)
+    accumulating = train_command(run_dir, "train.gradient_accumulation_steps=2")
+    workers = start_workers(tmp_path, 1, [accumulating] * 2)
     codes = finish(workers)
     assert codes == [0, 0], [output(w)[-3000:] for w in workers]
+    assert all("each training batch: 2 micro-batches" in output(w) for w in workers)
 
     for name in ["config.json", "model.keras", "trained.json", "metrics.csv", "tokenizers", "logs"]:
         assert (run_dir / name).exists(), name

@@ -6,7 +6,8 @@ from keras import ops
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.validation import check_token_ids_shape
+from keras_transformer.training.accumulation import accumulated_train_step
+from keras_transformer.validation import check_positive_int, check_token_ids_shape
 
 SHARED_EMBEDDINGS = (None, "output", "all")
 
@@ -110,6 +111,7 @@ class Transformer(keras.Model):
         self.activation = keras.activations.get(activation)
         self.positional_encoding_layout = positional_encoding_layout
         self.shared_embeddings = shared_embeddings
+        self.micro_batches = 1
         shared = dict(
             arguments_of(self, TransformerStack, exclude=("vocab_size", "embedding")),
             dtype=self.dtype_policy,
@@ -159,6 +161,42 @@ class Transformer(keras.Model):
         embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
         logits = ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype)))
         return logits + ops.cast(self.output_bias, x.dtype)
+
+    def compile(self, *args, micro_batches=1, **kwargs):
+        """`keras.Model.compile`, and how many micro-batches make one update.
+
+        Args:
+            *args, **kwargs: those of `keras.Model.compile`.
+            micro_batches: N > 1 cuts every training batch into N slices of
+                its rows, runs forward and backward on one slice at a time
+                and updates the weights once with the whole batch's gradient
+                (`accumulated_train_step`): the update of a large batch on
+                the activation memory of a slice, under any `tf.distribute`
+                strategy. Defaults to 1.
+
+        Example:
+        ```python
+        model.compile(optimizer=transformer_optimizer(256), loss=..., micro_batches=4)
+        ```
+        """
+        check_positive_int("micro_batches", micro_batches)
+        super().compile(*args, **kwargs)
+        self.micro_batches = micro_batches
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        return None if config is None else {**config, "micro_batches": self.micro_batches}
+
+    def compile_from_config(self, config):
+        # Keras does not compile a loaded model whose `compile` is overridden.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def train_step(self, data):
+        if self.micro_batches == 1:
+            return super().train_step(data)
+        return accumulated_train_step(self, data, self.micro_batches)
 
     # Incremental decoding. The searches (`keras_transformer.inference`) are
     # written against these three methods and nothing else of the model.

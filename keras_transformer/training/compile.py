@@ -12,8 +12,9 @@ def compile_model(model, train):
         model: a `keras_transformer.Transformer` (its `d_model` sets the
             schedule's peak).
         train: the `train` section of a run configuration (`warmup_steps`,
-            `learning_rate_scale`, `gradient_accumulation_steps`,
-            `label_smoothing`).
+            `learning_rate_scale`, `label_smoothing`, and
+            `gradient_accumulation_steps`, the model's `micro_batches`: the
+            slices each training batch is cut into for one update).
 
     Example:
     ```python
@@ -25,8 +26,8 @@ def compile_model(model, train):
             model.d_model,
             train["warmup_steps"],
             train["learning_rate_scale"],
-            train["gradient_accumulation_steps"],
         ),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=train["label_smoothing"]),
         metrics=[MaskedAccuracy()],
+        micro_batches=train["gradient_accumulation_steps"],
     )

@@ -50,7 +50,8 @@ def transformer_optimizer(
         gradient_accumulation_steps: N > 1 updates the weights once every N
             batches with the mean of their gradients (Keras' own gradient
             accumulation), and the schedule counts those updates
-            (`PerUpdateSchedule`); on one device only. Defaults to 1: an
+            (`PerUpdateSchedule`); on one device only (under a strategy,
+            use `Transformer.compile(micro_batches=N)`). Defaults to 1: an
             update every batch.
         **kwargs: further `keras.optimizers.Adam` arguments (`clipnorm`, ...).
 
@@ -72,7 +73,8 @@ def transformer_optimizer(
         raise ValueError(
             "`gradient_accumulation_steps` > 1 works on one device only: under a "
             "tf.distribute strategy, Keras' accumulating optimizer puts its all-reduce "
-            "inside a tf.cond, which TensorFlow refuses (keras-team/keras#17429). Received: "
+            "inside a tf.cond, which TensorFlow refuses (keras-team/keras#17429); "
+            "`Transformer.compile(micro_batches=N)` accumulates under any strategy. Received: "
             f"gradient_accumulation_steps={gradient_accumulation_steps} under "
             f"{type(tf.distribute.get_strategy()).__name__}"
         )
