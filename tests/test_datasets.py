@@ -127,6 +127,24 @@ def test_a_streamed_split_holds_the_pairs_of_its_shards(tmp_path):
     assert sorted(corpus.sample_sentences(100, ["target"])) == sorted(t for _, t in pairs)
 
 
+@pytest.mark.parametrize("target_count", [7, 8, 9, 12])
+def test_files_read_in_blocks_end_apart_wherever_the_block_ends(tmp_path, target_count):
+    import tensorflow as tf
+
+    from keras_transformer.datasets.streaming import aligned_lines
+
+    write(tmp_path / "a.de", "".join(f"s{i}\n" for i in range(8)).encode())
+    write(tmp_path / "a.en", "".join(f"t{i}\n" for i in range(target_count)).encode())
+    pairs = aligned_lines(str(tmp_path / "a.de"), str(tmp_path / "a.en"), block=4)
+    if target_count == 8:  # two full blocks on each side
+        assert [(s.decode(), t.decode()) for s, t in pairs.as_numpy_iterator()] == [
+            (f"s{i}", f"t{i}") for i in range(8)
+        ]
+        return
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"a\.de and .*a\.en"):
+        list(pairs.as_numpy_iterator())
+
+
 def test_shards_that_end_apart_stop_the_stream_with_both_names(tmp_path):
     from keras_transformer.datasets import StreamingCorpus
     from keras_transformer.text import SentencePieceTokenizer, make_batches

@@ -13,6 +13,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+LINES_PER_BLOCK = 1024  # lines read, and checked for alignment, at a time
+
 
 def split_files(directory, split, lang):
     """The files of one side of a split: `{split}.{lang}[.gz]`, else the shards `{split}-*`."""
@@ -146,26 +148,27 @@ class StreamingCorpus:
         return [sentence.decode("utf-8") for sentence in sample[np.argsort(keys)]]
 
 
-def aligned_lines(source_file, target_file):
-    """The lines of two files as pairs; an error naming both if one ends first."""
+def aligned_lines(source_file, target_file, block=LINES_PER_BLOCK):
+    """The lines of two files as pairs; an error naming both if one ends first.
 
-    def lines(path):
+    The files are read in blocks of `block` lines, and each pair of blocks
+    is checked to hold as many lines, so the check costs one op per block,
+    not per line. A file that ends first gives a shorter block, or none,
+    where the other still has lines.
+    """
+
+    def blocks(path):
         compression = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
-        numbered = tf.data.TextLineDataset(path, compression_type=compression)
-        ended = tf.data.Dataset.from_tensors((tf.constant(""), False)).repeat()
-        return numbered.map(lambda line: (line, True)).concatenate(ended)
+        lines = tf.data.TextLineDataset(path, compression_type=compression).batch(block)
+        ended = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), False)).repeat()
+        return lines.map(lambda lines: (lines, True)).concatenate(ended)
 
     def check(source, target):
-        both = tf.debugging.Assert(
-            source[1] & target[1],
-            [
-                tf.strings.join(
-                    ["Parallel files differ in line count: ", source_file, " and ", target_file]
-                )
-            ],
-        )
-        with tf.control_dependencies([both]):
-            return tf.identity(source[0]), tf.identity(target[0])
+        (source_lines, source_read), (target_lines, target_read) = source, target  # (n,), ()
+        same = source_read & target_read & (tf.size(source_lines) == tf.size(target_lines))
+        message = ["Parallel files differ in line count: ", source_file, " and ", target_file]
+        with tf.control_dependencies([tf.debugging.Assert(same, [tf.strings.join(message)])]):
+            return tf.identity(source_lines), tf.identity(target_lines)
 
-    zipped = tf.data.Dataset.zip(lines(source_file), lines(target_file))
-    return zipped.take_while(lambda source, target: source[1] | target[1]).map(check)
+    zipped = tf.data.Dataset.zip(blocks(source_file), blocks(target_file))
+    return zipped.take_while(lambda source, target: source[1] | target[1]).map(check).unbatch()
