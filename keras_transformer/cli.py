@@ -201,11 +201,14 @@ def run_evaluate(args):
     for label, key, form in [
         ("BLEU (cased)", "bleu", "{:10.2f}"),
         ("BLEU (lowercased)", "bleu_lowercase", "{:10.2f}"),
+        ("BLEU (intl)", "bleu_intl", "{:10.2f}"),
+        ("BLEU (intl, lc)", "bleu_intl_lowercase", "{:10.2f}"),
         ("chrF", "chrf", "{:10.2f}"),
         ("exact match", "exact_match", "{:10.2%}"),
     ]:
         print(f"{label:18}" + "".join(form.format(r[key]) for r in results))
     print(f"BLEU signature: {first['signature']}")
+    print(f"BLEU (intl, lc) signature: {first['signature_intl_lowercase']}")
     for result in results:
         print(f"hypotheses, beam {result['beam_size']}: {result['hypotheses']}")
     for result in results:

@@ -73,9 +73,32 @@ def test_evaluate_reports_sacrebleu_and_writes_hypotheses(run, capsys):
     assert cli("evaluate", "--run-dir", run, "--beam-size", 1) == 0
     out = capsys.readouterr().out
     assert "BLEU (cased)" in out and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in out
-    assert "chrF" in out and "BLEU (lowercased)" in out
+    assert "chrF" in out and "BLEU (lowercased)" in out and "BLEU (intl, lc)" in out
     with open(run / "test.best.beam1.hyp.txt", encoding="utf-8") as f:
         assert len(f.read().splitlines()) == 1000
+
+
+def test_translation_scores_are_sacrebleus_with_each_tokenization():
+    import sacrebleu
+
+    from keras_transformer.workflow import score_translations
+
+    hypotheses = ["„Ein Hund“ läuft—schnell.", "Zwei Kinder spielen im Park."]
+    references = ["„Ein Hund“ rennt—schnell.", "zwei Kinder spielen im Garten."]
+    scores = score_translations(hypotheses, references)
+    for key, options in [
+        ("bleu", {}),
+        ("bleu_lowercase", {"lowercase": True}),
+        ("bleu_intl", {"tokenize": "intl"}),
+        ("bleu_intl_lowercase", {"tokenize": "intl", "lowercase": True}),
+    ]:
+        expected = sacrebleu.corpus_bleu(hypotheses, [references], **options).score
+        assert scores[key] == round(expected, 2), key
+    assert len({scores[k] for k in ["bleu", "bleu_lowercase", "bleu_intl"]}) == 3
+    assert (
+        "tok:intl" in scores["signature_intl_lowercase"]
+        and "case:lc" in (scores["signature_intl_lowercase"])
+    )
 
 
 def test_evaluate_shows_several_beam_sizes_side_by_side(run, capsys):
