@@ -47,6 +47,9 @@ def main():
     parser.add_argument("--action", choices=["int", "kill", "nan"], required=True)
     parser.add_argument("cli_arguments", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    # As in a terminal: a process started in the background of a shell without
+    # job control inherits SIGINT ignored, and Python then installs no handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupt = InterruptAt(args.epoch, args.batch, args.action)
     workflow.train = functools.partial(workflow.train, callbacks=[interrupt])
     sys.exit(cli.main([a for a in args.cli_arguments if a != "--"]))
