@@ -10,9 +10,15 @@ so every method generates all 64 tokens and they do the same work:
   cached per layer, encoder run once); also without XLA;
 - uncached greedy: the TF tutorial's loop, in a `tf.function` too: at each
   step the whole model runs again on the source and the growing prefix;
-- beam 4: `keras_transformer.inference.beam_search`, beam size 4, with XLA.
+- beam 4: `keras_transformer.inference.beam_search`, beam size 4, with XLA;
+- batch-1 latency: cached greedy with XLA on the first source alone;
+- CTranslate2 (when `ctranslate2` is installed): the same weights exported with
+  `keras_transformer.export.ctranslate2_spec`, in float32 and int8, greedy and
+  beam 4, with `--ct2-threads` threads (`min_decoding_length` makes it write all
+  64 tokens too).
 
 Each is timed `--rounds` times after a warm-up call; the median counts.
+`beam4_cost` is what a beam-4 sentence costs in greedy sentences.
 
 `--baseline REV` also runs greedy and beam 4 (both with XLA) with
 `keras_transformer/inference/search.py` as it was at git revision REV, on the
@@ -63,15 +69,61 @@ def uncached_greedy(model, source_ids, new_tokens):
     return prefix[:, 1:]
 
 
-def time_call(fn, source_ids, rounds):
+def time_call(fn, source_ids, rounds, convert=True):
     fn(source_ids)  # trace and warm up
     seconds = []
     for _ in range(rounds):
         start = time.perf_counter()
         out = fn(source_ids)
-        np.asarray(out)
+        if convert:
+            np.asarray(out)
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds)
+
+
+def ctranslate2_rates(model, source_ids, new_tokens, rounds, threads):
+    """Sentences/s of CTranslate2 on `model`'s weights: float32 and int8, greedy and beam 4."""
+    try:
+        import ctranslate2
+    except ImportError:
+        print("ctranslate2 is not installed: its rows are left out")
+        return {}
+    from keras_transformer.export import ctranslate2_spec, write_spec
+
+    pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, 8000)]
+    sources = [[pieces[i] for i in row] for row in source_ids]
+    rates = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for weights in ("float32", "int8"):
+            directory = os.path.join(folder, weights)
+            spec = ctranslate2_spec(model, pieces, pieces)
+            write_spec(spec, directory, None if weights == "float32" else weights)
+            translator = ctranslate2.Translator(directory, intra_threads=threads)
+            for beam in (1, 4):
+
+                def run(batch, beam=beam, translator=translator):
+                    return translator.translate_batch(
+                        batch,
+                        beam_size=beam,
+                        max_decoding_length=new_tokens,
+                        min_decoding_length=new_tokens,
+                    )
+
+                seconds = time_call(run, sources, rounds, convert=False)
+                name = f"ct2_{weights}" + ("" if beam == 1 else "_beam4")
+                rates[name] = len(sources) / seconds
+            rates[f"ct2_{weights}_batch1_ms"] = 1000 * time_call(
+                lambda batch, t=translator: t.translate_batch(
+                    batch,
+                    beam_size=1,
+                    max_decoding_length=new_tokens,
+                    min_decoding_length=new_tokens,
+                ),
+                sources[:1],
+                rounds,
+                convert=False,
+            )
+    return rates
 
 
 def search_module_at(revision):
@@ -140,6 +192,7 @@ def main():
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--baseline", help="a git revision whose searches to compare with")
+    parser.add_argument("--ct2-threads", type=int, default=1, help="CTranslate2 intra_threads")
     args = parser.parse_args()
 
     keras.utils.set_random_seed(0)
@@ -177,10 +230,17 @@ def main():
         "uncached": time_call(uncached, source_ids, args.rounds),
         "beam4": time_call(beam, source_ids, args.rounds),
     }
+    batch1_ms = 1000 * time_call(cached, source_ids[:1], args.rounds)
     rate = {name: args.batch / s for name, s in seconds.items()}
     for name in seconds:
         print(f"{name:13s} {seconds[name]:7.3f} s per batch  {rate[name]:8.2f} sentences/s")
     print(f"cached/uncached speedup {rate['cached'] / rate['uncached']:.1f}x")
+    print(f"beam 4 costs {rate['cached'] / rate['beam4']:.2f} greedy sentences")
+    print(f"batch 1, cached greedy: {batch1_ms:.1f} ms")
+    ct2 = ctranslate2_rates(model, source_ids, n, args.rounds, args.ct2_threads)
+    for name, value in ct2.items():
+        unit = "ms" if name.endswith("_ms") else "sentences/s"
+        print(f"{name:22s} {value:8.2f} {unit}")
     print(f"cached and uncached greedy agree on {agree:.4f} of the tokens")
     print(
         json.dumps(
@@ -189,12 +249,18 @@ def main():
                 "cached_no_xla_sent_s": round(rate["cached_no_xla"], 3),
                 "uncached_sent_s": round(rate["uncached"], 3),
                 "beam4_sent_s": round(rate["beam4"], 3),
+                "beam4_cost": round(rate["cached"] / rate["beam4"], 2),
+                "batch1_ms": round(batch1_ms, 2),
+                **{
+                    (k if k.endswith("_ms") else f"{k}_sent_s"): round(v, 3) for k, v in ct2.items()
+                },
                 "speedup": round(rate["cached"] / rate["uncached"], 2),
                 "speedup_no_xla": round(rate["cached_no_xla"] / rate["uncached"], 2),
                 "token_agreement": agree,
                 "batch": args.batch,
                 "source_length": args.source_length,
                 "new_tokens": n,
+                "ct2_threads": args.ct2_threads,
             }
         )
     )

@@ -8,6 +8,7 @@
                                 [--sample --temperature T --top-k K --top-p P --seed S] ...
     keras-transformer score     --run-dir runs/numbers --source FILE --target FILE
     keras-transformer export    --run-dir runs/numbers [--name numbers_en_de] [--version 3] [--xla]
+    keras-transformer export    --run-dir runs/numbers --format ctranslate2 [--quantization int8]
     keras-transformer average   --run-dir runs/numbers [--last 5]
 
 Errors a user can make end with one line on stderr and exit status 2; an
@@ -104,8 +105,24 @@ def parser():
     score.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
     score.set_defaults(command=run_score)
 
-    export = commands.add_parser("export", help="write a SavedModel for TF Serving")
+    export = commands.add_parser(
+        "export", help="write a SavedModel for TF Serving, or a CTranslate2 model"
+    )
     run_dir_argument(export)
+    export.add_argument(
+        "--format",
+        default="saved_model",
+        choices=["saved_model", "ctranslate2"],
+        help="ctranslate2 needs the optional `ctranslate2` package",
+    )
+    export.add_argument(
+        "--quantization",
+        help="CTranslate2 weight type: int8, int8_float32, bfloat16, ... (default: float32)",
+    )
+    export.add_argument(
+        "--output",
+        help="CTranslate2 model directory (default: {base-dir}/{run name}-ctranslate2-{type})",
+    )
     export.add_argument("--name", help="model name (default: the run directory's name)")
     export.add_argument("--base-dir", default="saved_models")
     export.add_argument("--version", type=int, help="version (default: the next free one)")
@@ -289,6 +306,20 @@ def translate_with_saved_model(path, sentences):
 def run_export(args):
     from keras_transformer import workflow
 
+    if args.format == "ctranslate2":
+        path = workflow.export_ctranslate2_run(
+            args.run_dir,
+            args.output,
+            args.base_dir,
+            args.checkpoint,
+            args.quantization,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+        )
+        print(f"exported: {path}")
+        return
+    if args.quantization or args.output:
+        raise ValueError("--quantization and --output are for --format ctranslate2.")
     path = workflow.export(
         args.run_dir,
         args.name,

@@ -590,3 +590,21 @@ def export(
     return export_translator(
         translator, name, base_dir=base_dir, version=version, text=text, xla=xla
     )
+
+
+def export_ctranslate2_run(
+    run_dir, directory=None, base_dir="saved_models", checkpoint="best", quantization=None, **kw
+):
+    """Exports a run as a CTranslate2 model directory (see `export_ctranslate2`).
+
+    `directory` defaults to `{base_dir}/{run name}-ctranslate2-{quantization}`
+    (`float32` without quantization); other keyword arguments go to the
+    `Translator` whose options are saved with it (`beam_size`, `alpha`).
+    """
+    from keras_transformer.export.ctranslate2 import export_ctranslate2
+
+    translator = make_translator(run_dir, checkpoint, **kw)
+    if directory is None:
+        name = os.path.basename(os.path.normpath(run_dir))
+        directory = os.path.join(base_dir, f"{name}-ctranslate2-{quantization or 'float32'}")
+    return export_ctranslate2(translator, directory, quantization=quantization)

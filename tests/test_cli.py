@@ -137,6 +137,27 @@ def test_translate_export_and_the_exported_model_agree(run, tmp_path, capsys, mo
     assert capsys.readouterr().out.splitlines() == from_run
 
 
+def test_ctranslate2_export_translates_as_the_run_does_greedily(run, tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    from keras_transformer.export import CTranslate2Translator
+
+    sentences = ["twenty-one", "nine hundred and ninety-nine thousand", "seven"]
+    assert cli("translate", "--run-dir", run, "--beam-size", "1", *sentences) == 0
+    from_run = capsys.readouterr().out.splitlines()
+    base = tmp_path / "saved_models"
+    args = ["export", "--run-dir", run, "--base-dir", base, "--format", "ctranslate2"]
+    assert cli(*args, "--quantization", "int8") == 0
+    directory = base / "numbers-ctranslate2-int8"
+    assert f"exported: {directory}" in capsys.readouterr().out
+    assert json.loads((directory / "config.json").read_text())["add_source_eos"]
+    assert cli(*args, "--output", tmp_path / "f32") == 0
+    assert CTranslate2Translator(tmp_path / "f32", beam_size=1)(sentences) == from_run
+    assert cli(*args, "--quantization", "int8") == 2  # the directory exists
+    assert "exists" in capsys.readouterr().err
+    assert cli("export", "--run-dir", run, "--quantization", "int8") == 2
+    assert "--format ctranslate2" in capsys.readouterr().err
+
+
 def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles(
     run, tmp_path, capsys
 ):

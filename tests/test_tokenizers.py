@@ -65,6 +65,16 @@ def test_sentencepiece_round_trip_and_ids_match_the_sentencepiece_library(senten
     ids = sentencepiece.tokenize([text])
     assert ids.to_list() == [processor.encode(text)]
     assert sentencepiece.detokenize(ids).numpy().tolist() == [text.encode()]
+    assert sentencepiece.pieces[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert [sentencepiece.pieces[i] for i in ids[0]] == processor.encode(text, out_type=str)
+    assert len(sentencepiece.pieces) == sentencepiece.vocab_size
+
+
+def test_wordpiece_pieces_are_its_vocabulary_in_id_order(wordpiece):
+    ids = wordpiece.tokenize(["the cat likes the tree."])[0].numpy()
+    pieces = [wordpiece.pieces[i] for i in ids]
+    assert "".join(p.removeprefix("##") for p in pieces) == "thecatlikesthetree."
+    assert wordpiece.pieces[:4] == ["[PAD]", "[UNK]", "[START]", "[END]"]
 
 
 def test_wordpiece_splits_punctuation_and_lower_cases(wordpiece):

@@ -1,5 +1,11 @@
-"""SavedModel export for TF Serving: versioned directories, string and token-id signatures."""
+"""Exports: SavedModel for TF Serving (string and token-id signatures), and CTranslate2."""
 
+from keras_transformer.export.ctranslate2 import (
+    CTranslate2Translator,
+    ctranslate2_spec,
+    export_ctranslate2,
+    write_spec,
+)
 from keras_transformer.export.saved_model import (
     IDS_SIGNATURE,
     SERVING_SIGNATURE,
@@ -7,4 +13,13 @@ from keras_transformer.export.saved_model import (
     next_version,
 )
 
-__all__ = ["IDS_SIGNATURE", "SERVING_SIGNATURE", "export_translator", "next_version"]
+__all__ = [
+    "CTranslate2Translator",
+    "IDS_SIGNATURE",
+    "SERVING_SIGNATURE",
+    "ctranslate2_spec",
+    "export_ctranslate2",
+    "export_translator",
+    "next_version",
+    "write_spec",
+]

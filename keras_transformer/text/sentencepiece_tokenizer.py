@@ -52,7 +52,7 @@ class SentencePieceTokenizer(Tokenizer):
                 f"The SentencePiece model must use the special ids {expected}. Received: {found}"
             )
         self.model_proto = model_proto
-        self._vocab_size = processor.get_piece_size()
+        self._pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
 
     @classmethod
@@ -111,7 +111,11 @@ class SentencePieceTokenizer(Tokenizer):
 
     @property
     def vocab_size(self):
-        return self._vocab_size
+        return len(self._pieces)
+
+    @property
+    def pieces(self):
+        return list(self._pieces)
 
     def _tokenize(self, strings):
         return self._sentencepiece.tokenize(strings)

@@ -30,7 +30,8 @@ class Tokenizer(tf.Module):
     """Base class: strings <-> ragged token ids, with the special ids above.
 
     Subclasses set `type_name` and `asset_file`, and implement `_tokenize`,
-    `_detokenize`, `vocab_size`, `write_asset`, `from_asset` and `get_config`.
+    `_detokenize`, `vocab_size`, `pieces`, `write_asset`, `from_asset` and
+    `get_config`.
     """
 
     type_name = None
@@ -88,6 +89,11 @@ class Tokenizer(tf.Module):
 
     @property
     def vocab_size(self):
+        raise NotImplementedError
+
+    @property
+    def pieces(self):
+        """The vocabulary as strings: `pieces[i]` is the piece of id `i`."""
         raise NotImplementedError
 
     def save(self, directory):

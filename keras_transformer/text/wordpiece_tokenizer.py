@@ -78,6 +78,10 @@ class WordPieceTokenizer(Tokenizer):
     def vocab_size(self):
         return len(self.vocab)
 
+    @property
+    def pieces(self):
+        return list(self.vocab)
+
     def _tokenize(self, strings):
         if self.lower_case:
             strings = tf_text.case_fold_utf8(strings)

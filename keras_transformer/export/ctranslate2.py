@@ -1,0 +1,355 @@
+"""Writing a `Translator` as a CTranslate2 model, and translating with it.
+
+CTranslate2 (https://github.com/OpenNMT/CTranslate2) is the C++ inference
+engine many NMT systems deploy on CPU, with int8 and bfloat16 weights. Its
+`TransformerSpec` describes the same post-LN (or pre-LN) encoder-decoder as
+`keras_transformer.Transformer`, so the weights map one to one:
+
+    package                                  CTranslate2 spec
+    embedding (V, D), scaled by sqrt(D)      embeddings.weight, scale_embeddings
+    sinusoidal table (interleaved or not)    position_encodings.encodings (P, D)
+    query/key/value kernels (D, D) each      self_attention.linear[0] (3D, D), fused
+    cross-attention query; key and value     attention.linear[0]; linear[1] (2D, D)
+    output kernel                            linear[-1]
+    the sublayer's layer norm                <sublayer>.layer_norm
+    feed-forward inner, outer                ffn.linear_0, ffn.linear_1
+    output projection (or tied embedding)    decoder.projection
+
+Keras kernels are `(in, out)`, CTranslate2 weights `(out, in)`. The source
+gets EOS appended (`add_source_eos`) as the package's pipeline does, and the
+decoder starts from BOS. CTranslate2's beam search divides by
+`length ** length_penalty` where the package uses the GNMT penalty, so only
+greedy search gives the same outputs in both.
+
+Requires the optional `ctranslate2` package (`pip install
+"keras-transformer-nmt[ctranslate2]"`).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.layers.positional_encoding import positional_encoding
+from keras_transformer.text import load_tokenizer
+
+QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
+POSITIONS = 1024
+DECODE_FILE = "keras_transformer.json"
+SOURCE_TOKENIZER = "source_tokenizer"
+TARGET_TOKENIZER = "target_tokenizer"
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "tanh": "Tanh"}
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as error:
+        raise ImportError(
+            "The CTranslate2 export needs the `ctranslate2` package: "
+            'pip install "keras-transformer-nmt[ctranslate2]"'
+        ) from error
+    return ctranslate2
+
+
+def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
+    """The CTranslate2 `TransformerSpec` holding the weights of `model`.
+
+    Args:
+        model: a built `keras_transformer.Transformer`.
+        source_pieces: the source vocabulary, `source_pieces[i]` the piece of id
+            `i`; ids 1, 2, 3 are the unknown piece, BOS and EOS.
+        target_pieces: the target vocabulary, likewise.
+        positions: rows of the sinusoidal table, the longest sequence the
+            CTranslate2 model can read or write.
+
+    Returns:
+        A `ctranslate2.specs.TransformerSpec`, ready for a converter.
+
+    Raises:
+        ValueError: on an activation CTranslate2 does not have, or a
+            vocabulary larger than the model's.
+
+    Example:
+    ```python
+    spec = ctranslate2_spec(model, tokenizer.pieces, tokenizer.pieces)
+    ```
+    """
+    ct2 = _ctranslate2()
+    specs = ct2.specs
+    activation = keras.activations.serialize(model.activation)
+    if activation not in _ACTIVATIONS:
+        raise ValueError(
+            f"CTranslate2 has no activation {activation!r}; it has {sorted(_ACTIVATIONS)}."
+        )
+    spec = specs.TransformerSpec.from_config(
+        model.num_layers,
+        model.num_heads,
+        pre_norm=model.norm_first,
+        activation=getattr(specs.Activation, _ACTIVATIONS[activation]),
+    )
+    encoder, decoder = model.encoder, model.decoder
+    _set_inputs(spec.encoder, encoder.embedding, positions)
+    _set_inputs(spec.decoder, decoder.embedding, positions)
+    for stack_spec, stack in ((spec.encoder, encoder), (spec.decoder, decoder)):
+        if stack.final_norm is not None:
+            _set_norm(stack_spec.layer_norm, stack.final_norm)
+        for layer_spec, block in zip(stack_spec.layer, stack.blocks, strict=True):
+            _set_self_attention(layer_spec.self_attention, block.self_attention)
+            _set_norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
+            if hasattr(block, "cross_attention"):
+                _set_cross_attention(layer_spec.attention, block.cross_attention)
+                _set_norm(layer_spec.attention.layer_norm, block.cross_attention_norm)
+            _set_linear(layer_spec.ffn.linear_0, block.feed_forward.inner)
+            _set_linear(layer_spec.ffn.linear_1, block.feed_forward.outer)
+            _set_norm(layer_spec.ffn.layer_norm, block.feed_forward_norm)
+    if model.final_layer is not None:
+        _set_linear(spec.decoder.projection, model.final_layer)
+    else:  # tied to the target embedding
+        spec.decoder.projection.weight = spec.decoder.embeddings.weight
+        spec.decoder.projection.bias = _numpy(model.output_bias)
+
+    spec.config.layer_norm_epsilon = model.layer_norm_epsilon
+    spec.config.add_source_eos = True
+    spec.register_source_vocabulary(_vocabulary(source_pieces, model.input_vocab_size, "source"))
+    target = _vocabulary(target_pieces, model.target_vocab_size, "target")
+    spec.register_target_vocabulary(target)
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = target[1:4]
+    spec.config.decoder_start_token = target[2]
+    return spec
+
+
+def _vocabulary(pieces, model_vocab_size, side):
+    """`pieces`, filled up to the model's vocabulary with pieces no text spells."""
+    pieces = list(pieces)
+    if len(pieces) > model_vocab_size:
+        raise ValueError(
+            f"The {side} vocabulary has {len(pieces)} pieces, the model only "
+            f"{model_vocab_size} ids."
+        )
+    return pieces + [f"<unused_{i}>" for i in range(len(pieces), model_vocab_size)]
+
+
+def _numpy(variable):
+    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
+
+
+def _set_inputs(stack_spec, embedding, positions):
+    """Token embedding (V, D) and the sinusoidal table (positions, D)."""
+    embeddings = stack_spec.embeddings  # the encoder's is a list, one per source feature
+    embeddings = embeddings[0] if isinstance(embeddings, list) else embeddings
+    embeddings.weight = _numpy(embedding.token_embedding.embeddings)
+    stack_spec.scale_embeddings = True  # Embedding(ids) * sqrt(D)
+    table = positional_encoding(
+        positions,
+        embedding.d_model,
+        layout=embedding.layout,
+        max_wavelength=embedding.max_wavelength,
+    )
+    stack_spec.position_encodings.encodings = _numpy(table)
+
+
+def _set_norm(norm_spec, norm):
+    norm_spec.gamma = _numpy(norm.gamma)
+    norm_spec.beta = _numpy(norm.beta)
+
+
+def _set_linear(linear_spec, dense):
+    linear_spec.weight = _numpy(dense.kernel).T  # (out, in)
+    linear_spec.bias = _numpy(dense.bias)
+
+
+def _projections(attention, names):
+    """The named projections of `attention`, stacked into one `(out, in)` weight."""
+    weight = np.concatenate([_numpy(getattr(attention, f"{n}_kernel")).T for n in names])
+    bias = np.concatenate([_numpy(getattr(attention, f"{n}_bias")) for n in names])
+    return weight, bias
+
+
+def _set_self_attention(attention_spec, attention):
+    qkv, output = attention_spec.linear[0], attention_spec.linear[-1]
+    qkv.weight, qkv.bias = _projections(attention, ("query", "key", "value"))
+    output.weight, output.bias = _projections(attention, ("output",))
+
+
+def _set_cross_attention(attention_spec, attention):
+    query, kv, output = attention_spec.linear
+    query.weight, query.bias = _projections(attention, ("query",))
+    kv.weight, kv.bias = _projections(attention, ("key", "value"))
+    output.weight, output.bias = _projections(attention, ("output",))
+
+
+def write_spec(spec, directory, quantization=None):
+    """Writes a filled spec with CTranslate2's converter, which validates and quantizes it.
+
+    Args:
+        spec: e.g. from `ctranslate2_spec`.
+        directory: the model directory to write (overwritten if it exists).
+        quantization: None (float32) or one of `QUANTIZATIONS`.
+
+    Returns:
+        `directory`.
+    """
+    ct2 = _ctranslate2()
+
+    class SpecConverter(ct2.converters.Converter):
+        def _load(self):
+            return spec
+
+    return SpecConverter().convert(os.fspath(directory), quantization=quantization, force=True)
+
+
+def export_ctranslate2(translator, directory, quantization=None):
+    """Writes `translator` as a CTranslate2 model directory, tokenizers included.
+
+    The directory holds CTranslate2's `model.bin`, `config.json` and
+    vocabularies, the package's tokenizers (`source_tokenizer/`,
+    `target_tokenizer/`, the SentencePiece model for other tools too) and the
+    translator's decoding options (`keras_transformer.json`). It is written
+    to a temporary directory and moved into place, so an interrupted export
+    leaves nothing behind.
+
+    Args:
+        translator: a `keras_transformer.Translator`.
+        directory: where to write; must not exist yet.
+        quantization: None (float32 weights) or one of `QUANTIZATIONS`, e.g.
+            `"int8"`. CTranslate2 can also quantize at load time
+            (`compute_type`).
+
+    Returns:
+        `directory`.
+
+    Raises:
+        FileExistsError: if `directory` exists.
+        ValueError: on an unknown quantization.
+
+    Example:
+    ```python
+    export_ctranslate2(translator, "ct2_model", quantization="int8")
+    CTranslate2Translator("ct2_model")(["ein Hund läuft."])  # ['a dog runs.']
+    ```
+    """
+    directory = os.fspath(directory)
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(
+            f"Unknown quantization {quantization!r}; expected one of {QUANTIZATIONS} or None."
+        )
+    if os.path.exists(directory):
+        raise FileExistsError(f"{directory!r} exists; choose a new directory.")
+    spec = ctranslate2_spec(
+        translator.model,
+        translator.source_tokenizer.pieces,
+        translator.target_tokenizer.pieces,
+        positions=max(POSITIONS, translator.max_source_length, translator.max_length + 1),
+    )
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".ctranslate2-", dir=parent)
+    try:
+        write_spec(spec, staging, quantization)
+        translator.source_tokenizer.save(os.path.join(staging, SOURCE_TOKENIZER))
+        translator.target_tokenizer.save(os.path.join(staging, TARGET_TOKENIZER))
+        options = {
+            "beam_size": translator.beam_size,
+            "alpha": translator.alpha,
+            "max_length": translator.max_length,
+            "max_source_length": translator.max_source_length,
+            "quantization": quantization,
+        }
+        with open(os.path.join(staging, DECODE_FILE), "w", encoding="utf-8") as f:
+            json.dump(options, f, indent=2)
+        os.rename(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
+class CTranslate2Translator:
+    """Translates strings with a model written by `export_ctranslate2`.
+
+    Tokenization uses the package's own tokenizers (TensorFlow Text), so the
+    ids are the ones the model was trained on; CTranslate2 runs the encoder,
+    the decoder and the search.
+
+    Args:
+        directory: a directory written by `export_ctranslate2`.
+        beam_size: 1 for greedy; defaults to the exported translator's.
+        alpha: CTranslate2's `length_penalty` (score / length ** alpha);
+            defaults to the exported translator's GNMT alpha.
+        compute_type: CTranslate2's compute type, e.g. `"default"` (the
+            saved weights), `"int8"`, `"float32"`.
+        intra_threads: threads per translation (0: CTranslate2's default).
+
+    Example:
+    ```python
+    translate = CTranslate2Translator("ct2_model", beam_size=1)
+    translate(["ein Hund läuft."])  # ['a dog runs.']
+    ```
+    """
+
+    def __init__(
+        self, directory, beam_size=None, alpha=None, compute_type="default", intra_threads=0
+    ):
+        ct2 = _ctranslate2()
+        options_path = os.path.join(directory, DECODE_FILE)
+        if not os.path.isfile(options_path):
+            raise FileNotFoundError(
+                f"{directory!r} is not a CTranslate2 export of keras_transformer: "
+                f"{DECODE_FILE} is missing."
+            )
+        with open(options_path, encoding="utf-8") as f:
+            options = json.load(f)
+        self.beam_size = options["beam_size"] if beam_size is None else beam_size
+        self.alpha = options["alpha"] if alpha is None else alpha
+        self.max_length = options["max_length"]
+        self.max_source_length = options["max_source_length"]
+        self.source_tokenizer = load_tokenizer(os.path.join(directory, SOURCE_TOKENIZER))
+        self.target_tokenizer = load_tokenizer(os.path.join(directory, TARGET_TOKENIZER))
+        self._source_pieces = self.source_tokenizer.pieces
+        target_pieces = self.target_tokenizer.pieces
+        self._target_ids = {p: i for i, p in enumerate(target_pieces)}
+        # As in the package's search: padding and BOS get probability zero.
+        self._never_generated = [
+            [target_pieces[self.target_tokenizer.pad_id]],
+            [target_pieces[self.target_tokenizer.bos_id]],
+        ]
+        self.translator = ct2.Translator(
+            os.fspath(directory),
+            device="cpu",
+            compute_type=compute_type,
+            intra_threads=intra_threads,
+        )
+
+    def translate_pieces(self, source_pieces, max_batch_size=64):
+        """Target pieces for lists of source pieces (EOS is appended by the model)."""
+        results = self.translator.translate_batch(
+            source_pieces,
+            beam_size=self.beam_size,
+            length_penalty=self.alpha if self.beam_size > 1 else 0.0,
+            max_decoding_length=self.max_length,
+            max_batch_size=max_batch_size,
+            suppress_sequences=self._never_generated,
+        )
+        return [result.hypotheses[0] for result in results]
+
+    def __call__(self, sentences, max_batch_size=64):
+        """Translations of `sentences` (a list of `str`), as a list of `str`."""
+        if not sentences:
+            return []
+        ids = self.source_tokenizer.tokenize(tf.constant(list(sentences)))
+        source = [
+            [self._source_pieces[i] for i in row[: self.max_source_length - 1]]
+            for row in ids.to_list()
+        ]
+        targets = self.translate_pieces(source, max_batch_size)
+        target_ids = tf.ragged.constant(
+            [[self._target_ids.get(p, 1) for p in row] for row in targets],
+            dtype=tf.int32,
+            ragged_rank=1,
+        )
+        texts = self.target_tokenizer.detokenize(target_ids).numpy()
+        return [t.decode("utf-8") for t in texts]

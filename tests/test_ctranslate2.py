@@ -1,0 +1,124 @@
+"""The CTranslate2 export against the package's own model, token by token."""
+
+import keras
+import numpy as np
+import pytest
+import sacrebleu
+import tensorflow as tf
+from conftest import load_tiny_translation
+
+import keras_transformer as kt
+from keras_transformer.datasets import numbers_corpus
+from keras_transformer.text import SentencePieceTokenizer
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+from keras_transformer.export.ctranslate2 import (  # noqa: E402
+    CTranslate2Translator,
+    ctranslate2_spec,
+    export_ctranslate2,
+)
+
+
+def teacher_forced_log_probs(model, tokenizer, sources, targets):
+    """log P(y_t | y_<t, x) of every target token and EOS, from the Keras model."""
+    source = tokenizer.tokenize(tf.constant(sources))
+    target = tokenizer.tokenize(tf.constant(targets))
+    rows = len(sources)
+    eos = tf.fill([rows, 1], tokenizer.eos_id)
+    source_ids = tf.concat([source, eos], axis=1).to_tensor(0)  # (B, S)
+    target_in = tf.concat([tf.fill([rows, 1], tokenizer.bos_id), target], axis=1).to_tensor(0)
+    target_out = tf.concat([target, eos], axis=1).to_tensor(0)  # (B, T)
+    log_probs = tf.nn.log_softmax(model((source_ids, target_in)))  # (B, T, V)
+    picked = tf.gather(log_probs, target_out, batch_dims=2).numpy()  # (B, T)
+    lengths = target.row_lengths().numpy() + 1
+    return [picked[i, :n] for i, n in enumerate(lengths)], source, target
+
+
+@pytest.mark.parametrize(
+    "architecture",
+    [
+        dict(),  # the paper: post-LN, separate output layer, interleaved sin/cos
+        dict(
+            norm_first=True,
+            shared_embeddings="all",
+            activation="gelu",
+            positional_encoding_layout="concatenated",
+        ),
+    ],
+    ids=["post_ln", "pre_ln_tied_gelu_concatenated"],
+)
+def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tmp_path):
+    corpus = numbers_corpus("train")[:400]
+    tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
+    vocab = tokenizer.vocab_size
+    model = kt.Transformer(2, 32, 4, 64, vocab, vocab, **architecture)
+    sources, targets = corpus.sources[:12], corpus.targets[:12]
+    expected, source, target = teacher_forced_log_probs(model, tokenizer, sources, targets)
+
+    translator = kt.Translator(model, tokenizer, tokenizer, max_length=10)
+    directory = export_ctranslate2(translator, tmp_path / "ct2")
+    pieces = tokenizer.pieces
+    scored = ctranslate2.Translator(str(directory)).score_batch(
+        [[pieces[i] for i in row] for row in source.to_list()],
+        [[pieces[i] for i in row] for row in target.to_list()],
+    )
+    for want, got in zip(expected, scored, strict=True):
+        np.testing.assert_allclose(got.log_probs, want, atol=2e-5)
+
+    # An untrained model's favourite token is often BOS, which neither search may generate.
+    greedy = translator.copy(beam_size=1)
+    assert CTranslate2Translator(directory, beam_size=1)(sources) == (
+        kt.inference.translate_lines(greedy, sources)
+    )
+
+
+def test_ctranslate2_greedy_is_the_package_greedy_and_int8_keeps_the_bleu(
+    tiny_translation, tmp_path
+):
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    test = numbers_corpus("test")[:300]
+    translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1)
+    ours = kt.inference.translate_lines(translator, test.sources)
+
+    float32 = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "float32"))
+    theirs = float32(test.sources)
+    same = np.mean([a == b for a, b in zip(ours, theirs, strict=True)])
+    assert same >= 0.99, f"only {same:.1%} of greedy outputs agree"
+
+    int8 = CTranslate2Translator(
+        export_ctranslate2(translator, tmp_path / "int8", quantization="int8")
+    )
+    ours_int8 = int8(test.sources)
+    # German number words are single tokens: BLEU over characters, and exact matches.
+    bleu, bleu_int8 = (
+        sacrebleu.corpus_bleu(output, [test.targets], tokenize="char").score
+        for output in (theirs, ours_int8)
+    )
+    exact, exact_int8 = (
+        np.mean([a == b for a, b in zip(output, test.targets, strict=True)])
+        for output in (theirs, ours_int8)
+    )
+    assert bleu > 50, f"the tiny model should translate numbers, BLEU {bleu:.1f}"
+    assert bleu_int8 >= bleu - 0.5, (bleu, bleu_int8)
+    assert exact_int8 >= exact - 0.01, (exact, exact_int8)
+
+
+def test_ctranslate2_export_refuses_what_it_cannot_write(tiny_translation, tmp_path):
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    translator = kt.Translator(model, tokenizer, tokenizer)
+    with pytest.raises(ValueError, match="Unknown quantization 'int3'"):
+        export_ctranslate2(translator, tmp_path / "a", quantization="int3")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(FileExistsError, match="taken"):
+        export_ctranslate2(translator, tmp_path / "taken")
+    with pytest.raises(FileNotFoundError, match="keras_transformer.json is missing"):
+        CTranslate2Translator(str(tmp_path / "taken"))
+    softplus = kt.Transformer(1, 16, 2, 32, 50, 50, activation="softplus")
+    softplus((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
+    with pytest.raises(ValueError, match="no activation 'softplus'"):
+        ctranslate2_spec(softplus, tokenizer.pieces[:50], tokenizer.pieces[:50])
+    too_many = tokenizer.pieces + [f"extra{i}" for i in range(model.input_vocab_size)]
+    with pytest.raises(ValueError, match=f"source vocabulary has {len(too_many)} pieces"):
+        ctranslate2_spec(model, too_many, tokenizer.pieces)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".ctranslate2-")]
+    keras.backend.clear_session()
