@@ -22,6 +22,18 @@ gives `package_tok_s` and `ratio`; and with attention dropout 0.1 added, i.e.
 at least the reference's random-number work, which gives
 `package_attention_dropout_tok_s` and `ratio_attention_dropout`.
 
+Peers and precision: keras-hub's `TransformerEncoder`/`TransformerDecoder`
+model of the same size (`kerashub_model.py`, with the package's loss) runs as
+a second peer when `keras-hub` is installed (the `[bench]` extra), and the
+package runs a fourth time under the `mixed_bfloat16` policy
+(`bf16_tok_s`, `bf16_speedup` over the package in float32).
+
+MFU: the FLOPs of one training step are computed from the shapes (the matrix
+products of the forward pass at every position, padding included, times 3 for
+the backward pass), and the machine's float32 matmul peak is measured in the
+same run (the best of 20 products of two 2048 x 2048 matrices); `mfu` is the
+package's FLOP/s over that peak.
+
 Usage:
     python benchmarks/train_throughput.py [--rounds 5] [--steps 10]
 
@@ -56,6 +68,41 @@ VOCAB = 8000
 BATCH = 64
 LENGTH = 64
 PADDING = 0.15
+
+
+def step_flops(batch=BATCH, source=LENGTH, target=LENGTH, vocab=VOCAB, **config):
+    """FLOPs of one training step's matrix products: 3 x the forward pass's."""
+    n, d, dff = config["num_layers"], config["d_model"], config["dff"]
+
+    def dense(rows, inputs, outputs):
+        return 2 * rows * inputs * outputs
+
+    def attention(queries, keys):  # Q K^T and weights x V, all heads together
+        return 2 * 2 * batch * queries * keys * d
+
+    s_rows, t_rows = batch * source, batch * target
+    encoder = 4 * dense(s_rows, d, d) + attention(source, source)
+    encoder += dense(s_rows, d, dff) + dense(s_rows, dff, d)
+    decoder = 4 * dense(t_rows, d, d) + attention(target, target)  # self-attention
+    decoder += 2 * dense(t_rows, d, d) + 2 * dense(s_rows, d, d)  # cross: Q, O; K, V
+    decoder += attention(target, source)
+    decoder += dense(t_rows, d, dff) + dense(t_rows, dff, d)
+    forward = n * (encoder + decoder) + dense(t_rows, d, vocab)
+    return 3 * forward
+
+
+def matmul_peak(size=2048, repeats=20):
+    """The best float32 FLOP/s of `size` x `size` matrix products on this machine."""
+    a = tf.random.normal((size, size))
+    b = tf.random.normal((size, size))
+    product = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
+    product(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        product(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
 
 
 def make_batches(num_batches, seed=0):
@@ -154,6 +201,13 @@ def main():
             kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
             kt.MaskedAccuracy(),
         ),
+        "bf16": compile_model(
+            kt.Transformer(
+                **CONFIG, input_vocab_size=VOCAB, target_vocab_size=VOCAB, dtype="mixed_bfloat16"
+            ),
+            kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+            kt.MaskedAccuracy(),
+        ),
         "reference": compile_model(
             ReferenceTransformer(
                 **CONFIG,
@@ -165,6 +219,21 @@ def main():
             masked_accuracy,
         ),
     }
+    try:
+        from kerashub_model import kerashub_transformer
+
+        models["kerashub"] = compile_model(
+            kerashub_transformer(
+                **CONFIG, input_vocab_size=VOCAB, target_vocab_size=VOCAB, length=LENGTH
+            ),
+            kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+            kt.MaskedAccuracy(),
+        )
+    except ImportError:
+        print("keras-hub is not installed (pip install -e '.[bench]'): its row is left out")
+    peak = matmul_peak()
+    flops = step_flops(**CONFIG)
+    print(f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s; {flops / 1e9:.1f} GFLOP per step")
     for name, model in models.items():
         start = time.perf_counter()
         time_steps(model, dataset, 2)  # traces and compiles
@@ -186,11 +255,16 @@ def main():
         )
 
     tok_s = {name: real_tokens_per_batch / statistics.median(s) for name, s in seconds.items()}
+    mfu = {name: flops / statistics.median(s) / peak for name, s in seconds.items()}
+    peers = [name for name in ("reference", "kerashub") if name in tok_s]
+    fastest_peer = max(peers, key=tok_s.get)
     ratio = tok_s["package"] / tok_s["reference"]
     ratio_attention_dropout = tok_s["package_attention_dropout"] / tok_s["reference"]
     print(f"padding fraction {padding:.3f}; jit_compile={ARGS.jit_compile}")
     for name, value in tok_s.items():
-        print(f"{name:26s} {value:,.0f} target tokens/s")
+        print(f"{name:26s} {value:,.0f} target tokens/s, MFU {mfu[name]:.1%}")
+    print(f"package / fastest peer ({fastest_peer}) {tok_s['package'] / tok_s[fastest_peer]:.2f}x")
+    print(f"bf16 / float32 {tok_s['bf16'] / tok_s['package']:.2f}x")
     print(f"ratio (package defaults / reference)          {ratio:.2f}x")
     print(f"ratio (package + attention dropout / reference) {ratio_attention_dropout:.2f}x")
     print(
@@ -200,6 +274,14 @@ def main():
                 "package_tok_s": round(tok_s["package"], 1),
                 "package_attention_dropout_tok_s": round(tok_s["package_attention_dropout"], 1),
                 "reference_tok_s": round(tok_s["reference"], 1),
+                "kerashub_tok_s": round(tok_s["kerashub"], 1) if "kerashub" in tok_s else None,
+                "bf16_tok_s": round(tok_s["bf16"], 1),
+                "bf16_speedup": round(tok_s["bf16"] / tok_s["package"], 3),
+                "mfu": round(mfu["package"], 3),
+                "mfu_by_model": {name: round(value, 3) for name, value in mfu.items()},
+                "over_fastest_peer": round(tok_s["package"] / tok_s[fastest_peer], 3),
+                "matmul_peak_gflop_s": round(peak / 1e9, 1),
+                "step_gflop": round(flops / 1e9, 2),
                 "ratio": round(ratio, 3),
                 "ratio_attention_dropout": round(ratio_attention_dropout, 3),
                 "package_params": models["package"].count_params(),
