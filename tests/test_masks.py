@@ -71,3 +71,16 @@ def test_cache_mask_opens_positions_up_to_the_step():
     mask = ops.convert_to_numpy(masks.cache_mask(5, 2))
     assert mask.shape == (1, 1, 1, 5)
     np.testing.assert_array_equal(mask[0, 0, 0], np.arange(5) <= 2)
+
+
+def test_lineage_mask_opens_each_hypothesis_own_slot_at_each_position_up_to_the_step():
+    rng = np.random.default_rng(0)
+    batch, beams, length, step = 2, 3, 5, 3
+    lineage = rng.integers(0, beams, (batch, beams, length)).astype("int32")
+    mask = ops.convert_to_numpy(masks.lineage_mask(lineage, step))
+    expected = np.zeros((batch, 1, beams, length * beams), bool)
+    for b in range(batch):
+        for j in range(beams):
+            for p in range(step + 1):
+                expected[b, 0, j, p * beams + lineage[b, j, p]] = True
+    np.testing.assert_array_equal(mask, expected)

@@ -7,6 +7,7 @@ import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.inference import beam_search, greedy_search, length_penalty
 from keras_transformer.inference.scoring import score_outputs
+from keras_transformer.inference.search import HypothesisRows
 
 BOS, EOS = 2, 3
 
@@ -45,6 +46,54 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first, shar
         logits, cache = model.decode_step(target[:, t], t, cache, state)
         steps.append(logits.numpy())
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
+
+
+def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_own_prefix():
+    """k hypotheses per sentence in one cache, reordered between steps as beam
+    search does: each step's logits are the full forward pass on the prefix
+    that hypothesis has by then inherited."""
+    model = random_model(norm_first=False)
+    rng = np.random.default_rng(1)
+    source = rng.integers(1, 50, (2, 5)).astype("int32")
+    source[0, 3:] = 0
+    k = 3
+    # beams[t][b, j]: the hypothesis that j goes on from after step t.
+    beams = [rng.integers(0, k, (2, k)) for _ in range(4)]
+    tokens = rng.integers(4, 60, (5, 2, k)).astype("int32")  # fed at each step
+    state = model.encode(source)
+    cache = model.initial_cache(state, max_length=8, beam_size=k)
+    prefixes = [[[] for _ in range(k)] for _ in range(2)]
+    for t in range(5):
+        logits, cache = model.decode_step(tokens[t].reshape(-1), t, cache, state)
+        logits = logits.numpy().reshape(2, k, -1)
+        for b in range(2):
+            for j in range(k):
+                prefix = np.array([prefixes[b][j] + [tokens[t, b, j]]], "int32")
+                full = model((source[b : b + 1], prefix), training=False).numpy()[0, -1]
+                np.testing.assert_allclose(logits[b, j], full, atol=1e-5)
+        if t < 4:
+            prefixes = [
+                [prefixes[b][beams[t][b, j]] + [tokens[t, b, beams[t][b, j]]] for j in range(k)]
+                for b in range(2)
+            ]
+            cache = model.reorder_cache(cache, beams[t])
+
+
+@pytest.mark.parametrize("attention_layer", [None, -1])
+def test_beam_search_through_the_lineage_equals_beam_search_gathering_rows(attention_layer):
+    """The model's own reordering against the generic one that repeats the
+    state per hypothesis and gathers cache rows (`HypothesisRows`)."""
+    model = random_model(norm_first=True)
+    rng = np.random.default_rng(2)
+    source = rng.integers(1, 50, (6, 9)).astype("int32")
+    source[2, 5:] = 0
+    options = dict(max_length=12, beam_size=4, alpha=0.6, n_best=3, attention_layer=attention_layer)
+    lineage = beam_search(model, source, BOS, EOS, **options)
+    rows = beam_search(HypothesisRows(model), source, BOS, EOS, **options)
+    np.testing.assert_array_equal(lineage[0].numpy(), rows[0].numpy())
+    np.testing.assert_allclose(lineage[1].numpy(), rows[1].numpy(), atol=1e-5)
+    if attention_layer is not None:
+        np.testing.assert_allclose(lineage[2].numpy(), rows[2].numpy(), atol=1e-5)
 
 
 def uncached_greedy(model, source, max_length):

@@ -2,12 +2,15 @@
 
 import tensorflow as tf
 
+from keras_transformer.inference.search import beam_decoder
+
 
 class Ensemble(tf.Module):
     """Averages the log-probabilities of several models at every decoding step.
 
     Each model keeps its own state and cache; the ensemble has the step
-    interface of `Transformer` (`encode`, `initial_cache`, `decode_step`), so
+    interface of `Transformer` (`encode`, `initial_cache`, `decode_step`,
+    `reorder_cache`), so
     every search and `Translator` take it in place of one model. Its
     `decode_step` returns the mean of the models' logits: each model's
     log-probabilities are its logits minus a constant per row, so after the
@@ -41,17 +44,18 @@ class Ensemble(tf.Module):
                 f"(input_vocab_size, target_vocab_size) of {sorted(sizes)}"
             )
         self.models = models
+        self.decoders = [beam_decoder(model) for model in models]
         self.input_vocab_size, self.target_vocab_size = sizes.pop()
 
     def encode(self, source_ids):
         """Each model's decoding state, a tuple in the order of `models`."""
         return tuple(model.encode(source_ids) for model in self.models)
 
-    def initial_cache(self, state, max_length):
+    def initial_cache(self, state, max_length, beam_size=1):
         """Each model's empty cache, a tuple in the order of `models`."""
         return tuple(
-            model.initial_cache(own, max_length)
-            for model, own in zip(self.models, state, strict=True)
+            decoder.initial_cache(own, max_length, beam_size=beam_size)
+            for decoder, own in zip(self.decoders, state, strict=True)
         )
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
@@ -62,11 +66,18 @@ class Ensemble(tf.Module):
         """
         extra = {} if attention_layer is None else {"attention_layer": attention_layer}
         steps = [
-            model.decode_step(token_ids, step, own_cache, own_state, **extra)
-            for model, own_cache, own_state in zip(self.models, cache, state, strict=True)
+            decoder.decode_step(token_ids, step, own_cache, own_state, **extra)
+            for decoder, own_cache, own_state in zip(self.decoders, cache, state, strict=True)
         ]
         logits = tf.add_n([outputs[0] for outputs in steps]) / len(steps)  # (B, V)
         cache = tuple(outputs[1] for outputs in steps)
         if attention_layer is None:
             return logits, cache
         return logits, cache, tf.add_n([outputs[2] for outputs in steps]) / len(steps)
+
+    def reorder_cache(self, cache, beams):
+        """Each model's cache reordered for beam search (`Transformer.reorder_cache`)."""
+        return tuple(
+            decoder.reorder_cache(own, beams)
+            for decoder, own in zip(self.decoders, cache, strict=True)
+        )

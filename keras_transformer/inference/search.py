@@ -7,11 +7,20 @@ else of it (see `Transformer.encode`, `initial_cache` and `decode_step`):
     cache = model.initial_cache(state, max_length)
     logits, cache = model.decode_step(tokens, step, cache, state)   # per step
 
-`state` and `cache` are nests of tensors whose first axis is the batch, so
-beam search can repeat the state for its beams and reorder the cache by
-parent hypothesis without knowing what they hold. Each search is one
-`tf.while_loop`: traced by `tf.function`, a call is a single graph with no
-Python in the loop.
+Beam search decodes the k hypotheses of each sentence together, through a
+fourth method:
+
+    cache = model.initial_cache(state, max_length, beam_size=k)
+    logits, cache = model.decode_step(tokens_of_B_times_k, step, cache, state)
+    cache = model.reorder_cache(cache, beams)   # hypothesis j goes on from beams[:, j]
+
+`Transformer` keeps one copy of each sentence's state and reorders only a
+small lineage table (see `Transformer.reorder_cache`). A model with only the
+first three methods is decoded through `HypothesisRows`, which repeats its
+state per hypothesis and reorders its cache by gathering rows: `state` and
+`cache` need only be nests of tensors whose first axis is the batch. Each
+search is one `tf.while_loop`: traced by `tf.function`, a call is a single
+graph with no Python in the loop.
 
 Token ids follow the package: 0 is padding; decoding starts from `bos_id` and
 a hypothesis ends with `eos_id`. Padding and BOS are never generated. Outputs
@@ -311,6 +320,75 @@ def join(first, second):
     return {key: tf.concat([first[key], second[key]], axis=1) for key in first}
 
 
+class HypothesisRows:
+    """Beam search's step interface for a model with only the first three methods.
+
+    Repeats the model's state once per hypothesis, so that row i of every
+    tensor serves hypothesis i, and reorders the model's cache by gathering
+    the rows of the hypotheses that go on.
+
+    Args:
+        model: an object with `encode`, `initial_cache` and `decode_step`
+            whose state and cache are nests of tensors with the batch first.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+    def encode(self, source_ids):
+        return self.model.encode(source_ids)
+
+    def initial_cache(self, state, max_length, beam_size=1):
+        state = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), state)
+        return {"state": state, "cache": self.model.initial_cache(state, max_length)}
+
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+        options = {} if attention_layer is None else {"attention_layer": attention_layer}
+        logits, own, *extra = self.model.decode_step(
+            token_ids, step, cache["cache"], cache["state"], **options
+        )
+        return (logits, {"state": cache["state"], "cache": own}, *extra)
+
+    def reorder_cache(self, cache, beams):
+        batch, k = tf.shape(beams)[0], tf.shape(beams)[1]
+        rows = tf.reshape(beams + tf.range(batch)[:, None] * k, [-1])  # (B*k,)
+        return {
+            "state": cache["state"],
+            "cache": tf.nest.map_structure(lambda c: tf.gather(c, rows), cache["cache"]),
+        }
+
+
+def beam_decoder(model):
+    """`model` if it has `reorder_cache`, else `HypothesisRows(model)`."""
+    return model if hasattr(model, "reorder_cache") else HypothesisRows(model)
+
+
+def best_extensions(log_probs, alive_logp, n):
+    """The `n` most probable one-token extensions of each sentence's hypotheses.
+
+    The n best of all k * V extensions of a sentence are among the n best
+    tokens of each of its hypotheses, so the search ranks k * n candidates
+    instead of k * V (in the same order, ties to the lower beam, then to
+    the lower token, as one ranking of all k * V would give).
+
+    Args:
+        log_probs: float32 `(B*k, V)`, log p(next token) of each hypothesis.
+        alive_logp: float32 `(B, k)`, log P of each hypothesis so far.
+        n: extensions to keep per sentence.
+
+    Returns:
+        `(logp, beam, token)`, each `(B, n)`, best first: the extension's
+        log P, the index of the hypothesis it extends and its token.
+    """
+    batch, k = tf.shape(alive_logp)[0], alive_logp.shape[1]
+    per_beam = min(n, log_probs.shape[-1] or n)  # a vocabulary can be smaller than n
+    beam_logp, beam_token = tf.math.top_k(log_probs, per_beam)  # (B*k, n)
+    candidates = alive_logp[:, :, None] + tf.reshape(beam_logp, [batch, k, per_beam])
+    logp, index = tf.math.top_k(tf.reshape(candidates, [batch, k * per_beam]), n)  # (B, n)
+    token = tf.gather(tf.reshape(beam_token, [batch, k * per_beam]), index, batch_dims=1)
+    return logp, index // per_beam, token
+
+
 def beam_search(
     model,
     source_ids,
@@ -390,15 +468,14 @@ def beam_search(
                 f"beam_size={beam_size}"
             )
     k = beam_size
+    model = beam_decoder(model)
     source_ids = check_source_ids(source_ids)
     batch = tf.shape(source_ids)[0]
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
     if prefix_ids is not None:
         prefix_ids = tf.repeat(prefix_ids, k, axis=0)  # (B*k, P + 1)
-    # Every hypothesis of a sentence shares its state: repeat it k times.
-    state = tf.nest.map_structure(lambda t: tf.repeat(t, k, axis=0), model.encode(source_ids))
-    cache = model.initial_cache(state, max_length)  # (B*k, ...)
-    batch_offsets = tf.range(batch)[:, None] * k  # (B, 1)
+    state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
+    cache = model.initial_cache(state, max_length, beam_size=k)
 
     def last_token(alive, step):
         previous = tf.gather(alive["tokens"], tf.maximum(step - 1, 0), axis=2)  # (B, k)
@@ -411,11 +488,8 @@ def beam_search(
         log_probs, cache, attention = next_log_probs(
             model, tf.reshape(token, [-1]), step, cache, state, bos_id, prefix_ids, attention_layer
         )  # (B*k, V), cache, (B*k, S)
-        vocab = tf.shape(log_probs)[-1]
-        candidates = alive_logp[:, :, None] + tf.reshape(log_probs, [batch, k, vocab])
-        top_logp, top_index = tf.math.top_k(tf.reshape(candidates, [batch, k * vocab]), 2 * k)
-        top_beam = top_index // vocab  # (B, 2k)
-        top_token = top_index % vocab  # (B, 2k)
+        top_logp, top_beam, top_token = best_extensions(log_probs, alive_logp, 2 * k)
+        # (B, 2k) each: log P of the extension, the beam it extends, its token
         source_length = attention.shape[-1] if attention.shape[-1] is not None else -1
         attention = tf.reshape(attention, [batch, k, source_length])  # (B, k, S)
         top = write_step(
@@ -438,8 +512,7 @@ def beam_search(
         # are their parents'.
         alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
         alive = take(top, best)  # (B, k, ...)
-        parent = tf.reshape(tf.gather(top_beam, best, batch_dims=1) + batch_offsets, [-1])
-        cache = tf.nest.map_structure(lambda c: tf.gather(c, parent), cache)  # (B*k, ...)
+        cache = model.reorder_cache(cache, tf.gather(top_beam, best, batch_dims=1))
 
         # 3. Done: the best live hypothesis cannot beat the worst finished one.
         best_possible = alive_logp[:, 0] / tf.maximum(

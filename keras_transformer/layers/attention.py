@@ -246,26 +246,42 @@ class MultiHeadAttention(keras.layers.Layer):
         return k, v
 
     def call_with_cache(
-        self, query, cache, step=None, value_mask=None, return_attention_scores=False
+        self,
+        query,
+        cache,
+        step=None,
+        value_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
     ):
         """Attention of one decoding step to cached keys and values.
 
+        The cache has B rows and the query B * k: k hypotheses per row (the
+        beams of one sentence, rows of the query in sentence-major order;
+        k = 1 for greedy decoding). The k queries of a row attend together,
+        to one copy of its keys and values.
+
         Self-attention (`step` given): the keys and values of `query` are
-        written into the cache at position `step`, and the query attends to
-        positions 0..step. Cross-attention (`step=None`): the query attends to
-        the cache as it is, e.g. from `project_key_value(encoder_output)`.
+        written into the cache at entries `step * k .. step * k + k - 1`
+        (position `step`, one slot per hypothesis), and each query attends
+        to the entries `attention_mask` allows; without it (k = 1 only) to
+        positions 0..step. Cross-attention (`step=None`): the queries attend
+        to the cache as it is, e.g. `project_key_value(encoder_output)`.
 
         Args:
-            query: `(B, 1, D_q)`, the position being decoded.
-            cache: pair `(keys, values)`, each `(B, H, L, K)`.
+            query: `(B * k, 1, D_q)`, the position being decoded.
+            cache: pair `(keys, values)`, each `(B, H, L, K)`; for
+                self-attention L = max_length * k.
             step: scalar int, the position of `query`, or None.
             value_mask: optional boolean `(B, L)`, True at real keys.
+            attention_mask: optional boolean `(B, 1, k, L)`, True where a
+                hypothesis may attend (`masks.lineage_mask`).
             return_attention_scores: whether to also return the weights.
 
         Returns:
-            `(outputs (B, 1, D_out), cache)`, the cache updated when `step`
-            is given; with `return_attention_scores=True`, also the weights
-            `(B, H, 1, L)`.
+            `(outputs (B * k, 1, D_out), cache)`, the cache updated when
+            `step` is given; with `return_attention_scores=True`, also the
+            weights `(B * k, H, 1, L)`.
 
         Example:
         ```python
@@ -273,20 +289,33 @@ class MultiHeadAttention(keras.layers.Layer):
         y, cache = mha.call_with_cache(x[:, :1], cache, step=0)
         ```
         """
-        q = self._project(query, self.query_kernel, self.query_bias)  # (B, H, 1, K)
         keys, values = cache
-        mask = None
+        rows = ops.shape(keys)[0]
+        q = self._per_row(self._project(query, self.query_kernel, self.query_bias), rows)
+        # q (B, H, k, K)
+        mask = attention_mask
         if step is not None:
-            k, v = self.project_key_value(query)  # (B, H, 1, K)
-            keys = ops.slice_update(keys, (0, 0, step, 0), ops.cast(k, keys.dtype))
-            values = ops.slice_update(values, (0, 0, step, 0), ops.cast(v, values.dtype))
-            mask = masks.cache_mask(ops.shape(keys)[2], step)  # (1, 1, 1, L)
+            k, v = (self._per_row(t, rows) for t in self.project_key_value(query))  # (B, H, k, K)
+            start = (0, 0, step * ops.shape(q)[2], 0)
+            keys = ops.slice_update(keys, start, ops.cast(k, keys.dtype))
+            values = ops.slice_update(values, start, ops.cast(v, values.dtype))
+            if mask is None:
+                mask = masks.cache_mask(ops.shape(keys)[2], step)  # (1, 1, 1, L)
         if value_mask is not None:
             mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
         outputs, scores = self._attend(q, keys, values, mask, training=False)
+        # outputs (B, k, D_out), scores (B, H, k, L)
+        outputs = ops.reshape(outputs, (-1, 1, ops.shape(outputs)[-1]))  # (B * k, 1, D_out)
         if return_attention_scores:
-            return outputs, (keys, values), scores
+            scores = ops.transpose(scores, (0, 2, 1, 3))  # (B, k, H, L)
+            scores = ops.reshape(scores, (-1, self.num_heads, 1, ops.shape(scores)[-1]))
+            return outputs, (keys, values), scores  # scores (B * k, H, 1, L)
         return outputs, (keys, values)
+
+    def _per_row(self, x, rows):
+        """`(B * k, H, 1, K)` -> `(B, H, k, K)`: the k hypotheses of a row as its queries."""
+        x = ops.reshape(x, (rows, -1, self.num_heads, self.depth))  # (B, k, H, K)
+        return ops.transpose(x, (0, 2, 1, 3))  # (B, H, k, K)
 
     def _attend(self, q, k, v, mask, training):
         """Scaled dot-product attention per head, heads concatenated, then W_O."""

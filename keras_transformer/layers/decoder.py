@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_transformer.layers import masks
 from keras_transformer.layers.base import TransformerBlock, TransformerStack
 from keras_transformer.layers.residual import residual, sublayer_input
 from keras_transformer.validation import check_token_ids
@@ -105,29 +106,44 @@ class DecoderLayer(TransformerBlock):
         return x
 
     def call_with_cache(
-        self, inputs, step, self_cache, cross_cache, context_mask=None, return_attention=False
+        self,
+        inputs,
+        step,
+        self_cache,
+        cross_cache,
+        context_mask=None,
+        self_mask=None,
+        return_attention=False,
     ):
         """Decodes one position from cached keys and values, as `call` would.
 
+        The caches have B rows and `inputs` B * k: k hypotheses per row
+        (see `MultiHeadAttention.call_with_cache`).
+
         Args:
-            inputs: `(B, 1, D)`, the target position `step`.
+            inputs: `(B * k, 1, D)`, the target position `step`.
             step: scalar int, the position being decoded.
             self_cache: pair `(keys, values)` of self-attention, each
-                `(B, H, L, K)`; positions 0..step-1 filled by earlier steps.
+                `(B, H, L * k, K)`; positions 0..step-1 filled by earlier steps.
             cross_cache: pair `(keys, values)` of cross-attention, each
                 `(B, H, S, K)`, from `cross_attention.project_key_value`.
             context_mask: optional boolean `(B, S)`, True at real source tokens.
+            self_mask: optional boolean `(B, 1, k, L * k)`, which self-attention
+                entries each hypothesis sees (`masks.lineage_mask`); without
+                it (k = 1), positions 0..step.
             return_attention: whether to also return the cross-attention
                 weights.
 
         Returns:
-            `(outputs (B, 1, D), self_cache)` with position `step` written;
-            with `return_attention=True`, also the cross-attention weights
-            `(B, H, 1, S)`.
+            `(outputs (B * k, 1, D), self_cache)` with position `step`
+            written; with `return_attention=True`, also the cross-attention
+            weights `(B * k, H, 1, S)`.
         """
 
         def attend_to_target(y):  # to the cache up to `step`, which `y` is written into
-            return self.self_attention.call_with_cache(y, self_cache, step=step)
+            return self.self_attention.call_with_cache(
+                y, self_cache, step=step, attention_mask=self_mask
+            )
 
         def attend_to_context(y):  # to the encoder's cached keys and values
             y, _, scores = self.cross_attention.call_with_cache(
@@ -240,28 +256,45 @@ class Decoder(TransformerStack):
         x = self._final(x)
         return (x, scores) if return_attention_scores else x
 
-    def initial_cache(self, context, max_length):
+    def initial_cache(self, context, max_length, beam_size=1):
         """The caches incremental decoding starts from.
 
         Args:
             context: encoder output `(B, S, D)`.
             max_length: number of positions the self-attention cache holds.
+            beam_size: hypotheses decoded per row of `context`, k.
 
         Returns:
-            Dict with `"self"`: `self_cache(B, max_length)`; and `"cross"`:
-            `cross_cache(context)`.
+            Dict with `"self"`: `self_cache(B, max_length, beam_size)`; and
+            `"cross"`: `cross_cache(context)`.
         """
         return {
-            "self": self.self_cache(ops.shape(context)[0], max_length),
+            "self": self.self_cache(ops.shape(context)[0], max_length, beam_size),
             "cross": self.cross_cache(context),
         }
 
-    def self_cache(self, batch_size, max_length):
-        """Per layer an all-zero pair `(keys, values)`, each `(B, H, max_length, K)`."""
+    def self_cache(self, batch_size, max_length, beam_size=1):
+        """The empty self-attention cache of `beam_size` hypotheses per row.
+
+        Args:
+            batch_size: rows B (sentences).
+            max_length: positions L each hypothesis can decode.
+            beam_size: hypotheses per row, k. They share the row: position
+                p of slot s is entry `p * k + s`.
+
+        Returns:
+            Dict with `"layers"`: per layer an all-zero pair `(keys, values)`,
+            each `(B, H, L * k, K)`; and `"lineage"`: int32 `(B, k, L)`, the
+            slot that holds each hypothesis' entry of each position
+            (`masks.lineage_mask`), all zero.
+        """
         depth = self.d_model // self.num_heads
-        shape = (batch_size, self.num_heads, max_length, depth)  # (B, H, L, K)
+        shape = (batch_size, self.num_heads, max_length * beam_size, depth)  # (B, H, L * k, K)
         dtype = self.compute_dtype
-        return [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks]
+        return {
+            "layers": [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks],
+            "lineage": ops.zeros((batch_size, beam_size, max_length), "int32"),
+        }
 
     def cross_cache(self, context):
         """Per layer the cross-attention pair `(keys, values)` of `context`, each `(B, H, S, K)`."""
@@ -271,10 +304,11 @@ class Decoder(TransformerStack):
         """Decodes position `step` from the token at that position and the cache.
 
         Gives the same output as `call` on the whole prefix, at position `step`,
-        with dropout off.
+        with dropout off, for each of the k hypotheses of every cache row.
 
         Args:
-            token_ids: integer `(B, 1)`, the token at position `step`.
+            token_ids: integer `(B * k, 1)`, the token of each hypothesis at
+                position `step`, sentence-major.
             step: scalar int.
             cache: the dict from `initial_cache`, filled up to `step - 1`.
             context_mask: optional boolean `(B, S)`, True at real source tokens.
@@ -282,8 +316,9 @@ class Decoder(TransformerStack):
                 cross-attention weights, averaged over heads, to return too.
 
         Returns:
-            `(outputs (B, 1, D), cache)` with position `step` written; with
-            `attention_layer`, also the weights `(B, S)`.
+            `(outputs (B * k, 1, D), cache)` with position `step` written (in
+            slot j for hypothesis j); with `attention_layer`, also the
+            weights `(B * k, S)`.
 
         Example:
         ```python
@@ -291,7 +326,7 @@ class Decoder(TransformerStack):
         x, cache = decoder.call_with_cache(np.array([[bos_id]]), 0, cache)
         ```
         """
-        x = self.embedding(token_ids, start_index=step, training=False)  # (B, 1, D)
+        x = self.embedding(token_ids, start_index=step, training=False)  # (B * k, 1, D)
         chosen = None
         if attention_layer is not None:
             if not -self.num_layers <= attention_layer < self.num_layers:
@@ -300,15 +335,21 @@ class Decoder(TransformerStack):
                     f"layers. Received: attention_layer={attention_layer}"
                 )
             chosen = range(self.num_layers)[attention_layer]
+        lineage = cache["self"]["lineage"]  # (B, k, L)
+        beams, length = lineage.shape[1], lineage.shape[2]
+        at_step = ops.arange(length)[None, None, :] == step  # (1, 1, L)
+        lineage = ops.where(at_step, ops.arange(beams)[None, :, None], lineage)  # own slot
+        self_mask = masks.lineage_mask(lineage, step)  # (B, 1, k, L * k)
         self_caches = []
         for index, (block, self_cache, cross_cache) in enumerate(
-            zip(self.blocks, cache["self"], cache["cross"], strict=True)
+            zip(self.blocks, cache["self"]["layers"], cache["cross"], strict=True)
         ):
             x, self_cache, scores = block.call_with_cache(
-                x, step, self_cache, cross_cache, context_mask, return_attention=True
-            )  # scores (B, H, 1, S)
+                x, step, self_cache, cross_cache, context_mask, self_mask, return_attention=True
+            )  # scores (B * k, H, 1, S)
             if index == chosen:
-                attention = ops.mean(scores[:, :, 0], axis=1)  # (B, S)
+                attention = ops.mean(scores[:, :, 0], axis=1)  # (B * k, S)
             self_caches.append(self_cache)
-        outputs = (self._final(x), {"self": self_caches, "cross": cache["cross"]})
+        cache = {"self": {"layers": self_caches, "lineage": lineage}, "cross": cache["cross"]}
+        outputs = (self._final(x), cache)
         return outputs if chosen is None else (*outputs, attention)

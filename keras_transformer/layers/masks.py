@@ -107,6 +107,35 @@ def cache_mask(length, step):
     return (ops.arange(length) <= step)[None, None, None, :]  # (1, 1, 1, L)
 
 
+def lineage_mask(lineage, step):
+    """Self-attention mask of step `step` over a cache that k hypotheses share.
+
+    Beam search keeps the k hypotheses of a sentence in one cache row: the
+    keys of position p computed in slot s sit at entry `p * k + s`. A
+    hypothesis that took over another's history reads that history where it
+    was written, through its lineage, instead of the cache being copied.
+
+    Args:
+        lineage: integer `(B, k, L)`: `lineage[b, j, p]` is the slot whose
+            entry at position p belongs to the history of hypothesis j, for
+            positions 0..step.
+        step: index of the position being decoded.
+
+    Returns:
+        Boolean tensor `(B, 1, k, L * k)`: hypothesis j may attend to entry
+        `p * k + s` iff `p <= step` and `s == lineage[b, j, p]`.
+
+    Example:
+    >>> lineage_mask(np.array([[[0, 1], [0, 0]]]), 1)  # k = 2, L = 2
+    [[[[True, False, False, True], [True, False, True, False]]]]
+    """
+    beams, length = lineage.shape[1], lineage.shape[2]
+    entry = ops.arange(length * beams)
+    position, slot = entry // beams, entry % beams  # (L * k,) each
+    owner = ops.take(lineage, position, axis=2)  # (B, k, L * k)
+    return ((position <= step) & (slot == owner))[:, None]  # (B, 1, k, L * k)
+
+
 def key_mask_to_attention_mask(mask):
     """Turns a Keras sequence mask `(B, S)` into an attention mask.
 

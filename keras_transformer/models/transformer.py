@@ -199,7 +199,7 @@ class Transformer(keras.Model):
         return accumulated_train_step(self, data, self.micro_batches)
 
     # Incremental decoding. The searches (`keras_transformer.inference`) are
-    # written against these three methods and nothing else of the model.
+    # written against these four methods and nothing else of the model.
 
     def encode(self, source_ids):
         """Runs the encoder once and prepares what every decoding step reads.
@@ -221,27 +221,32 @@ class Transformer(keras.Model):
             "cross": self.decoder.cross_cache(context),
         }
 
-    def initial_cache(self, state, max_length):
+    def initial_cache(self, state, max_length, beam_size=1):
         """The empty self-attention cache for `max_length` target positions.
 
         Args:
-            state: the dict from `encode`.
+            state: the dict from `encode`, of B sentences.
             max_length: most target positions a search decodes.
+            beam_size: hypotheses decoded per sentence, k: `decode_step`
+                then takes B * k tokens, the k of each sentence together.
 
         Returns:
-            Per decoder layer a pair `(keys, values)`, each
-            `(B, H, max_length, K)`, all zero.
+            `Decoder.self_cache`: per decoder layer a pair `(keys, values)`,
+            each `(B, H, max_length * k, K)`, all zero, and the hypotheses'
+            lineage `(B, k, max_length)`.
         """
-        return self.decoder.self_cache(ops.shape(state["context_mask"])[0], max_length)
+        batch = ops.shape(state["context_mask"])[0]
+        return self.decoder.self_cache(batch, max_length, beam_size)
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
         """Next-token logits after the target token at position `step`.
 
         Gives the logits of the full forward pass at position `step` (dropout
-        off) from one token and the cache.
+        off) from one token per hypothesis and the cache.
 
         Args:
-            token_ids: integer `(B,)`, the target tokens at position `step`.
+            token_ids: integer `(B * k,)`, the target tokens at position
+                `step`: the k hypotheses of sentence 0, then of sentence 1, ...
             step: scalar int, the position being decoded.
             cache: from `initial_cache`, filled up to `step - 1` by earlier
                 calls.
@@ -251,8 +256,8 @@ class Transformer(keras.Model):
                 too (an alignment of this position to the source).
 
         Returns:
-            `(logits (B, V) float32, cache)` with position `step` written;
-            with `attention_layer`, also the weights `(B, S)` float32.
+            `(logits (B * k, V) float32, cache)` with position `step` written;
+            with `attention_layer`, also the weights `(B * k, S)` float32.
 
         Example:
         ```python
@@ -267,11 +272,30 @@ class Transformer(keras.Model):
             {"self": cache, "cross": state["cross"]},
             state["context_mask"],
             attention_layer,
-        )  # (B, 1, D)
-        logits = ops.cast(self.output_logits(x)[:, 0], "float32")  # (B, V)
+        )  # (B * k, 1, D)
+        logits = ops.cast(self.output_logits(x)[:, 0], "float32")  # (B * k, V)
         if attention_layer is None:
             return logits, cache["self"]
         return logits, cache["self"], ops.cast(attention[0], "float32")
+
+    def reorder_cache(self, cache, beams):
+        """The cache after beam search chose which hypotheses go on.
+
+        Hypothesis j of sentence b continues the history of that sentence's
+        hypothesis `beams[b, j]`. Only the lineage `(B, k, L)` is reordered:
+        the keys and values stay where they were written, and each
+        hypothesis reads its own through the lineage (`masks.lineage_mask`).
+
+        Args:
+            cache: from `initial_cache` or `decode_step`.
+            beams: integer `(B, k)`, indices in [0, k).
+
+        Returns:
+            The reordered cache.
+        """
+        lineage = cache["lineage"]  # (B, k, L)
+        parents = ops.broadcast_to(ops.cast(beams, "int32")[:, :, None], ops.shape(lineage))
+        return {**cache, "lineage": ops.take_along_axis(lineage, parents, axis=1)}
 
     @staticmethod
     def _split(inputs, name):
