@@ -11,6 +11,10 @@ so every method generates all 64 tokens and they do the same work:
 - uncached greedy: the TF tutorial's loop, in a `tf.function` too: at each
   step the whole model runs again on the source and the growing prefix;
 - beam 4: `keras_transformer.inference.beam_search`, beam size 4, with XLA;
+- keras-hub (when the `[bench]` extra is installed): the model of
+  `kerashub_model.py`, of the same size, decoded greedily with keras-hub's own
+  key/value caches in one `tf.function` with XLA (`kerashub_greedy`), and
+  checked against its own uncached loop;
 - batch-1 latency: cached greedy with XLA on the first source alone;
 - CTranslate2 (when `ctranslate2` is installed): the same weights exported with
   `keras_transformer.export.ctranslate2_spec`, in float32 and int8, greedy and
@@ -34,6 +38,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -42,6 +47,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer.inference import beam_search, greedy_search  # noqa: E402
@@ -124,6 +131,24 @@ def ctranslate2_rates(model, source_ids, new_tokens, rounds, threads):
                 convert=False,
             )
     return rates
+
+
+def kerashub_rate(source_ids, new_tokens, rounds):
+    """Sentences/s of keras-hub's cached greedy decoding, and its token agreement with
+    its own uncached loop; None where keras-hub is not installed."""
+    try:
+        from kerashub_model import kerashub_greedy, kerashub_transformer
+    except ImportError:
+        print("keras-hub is not installed (pip install -e '.[bench]'): its row is left out")
+        return None
+    layers, heads = 4, 8
+    model = kerashub_transformer(layers, 128, heads, 512, 8000, 8000, length=new_tokens)
+    cached = tf.function(
+        lambda s: kerashub_greedy(model, s, new_tokens, BOS, layers, heads), jit_compile=True
+    )
+    uncached = tf.function(lambda s: uncached_greedy(model, s, new_tokens))
+    agree = float(np.mean(cached(source_ids).numpy() == uncached(source_ids).numpy()))
+    return len(source_ids) / time_call(cached, source_ids, rounds), agree
 
 
 def search_module_at(revision):
@@ -231,12 +256,17 @@ def main():
         "beam4": time_call(beam, source_ids, args.rounds),
     }
     batch1_ms = 1000 * time_call(cached, source_ids[:1], args.rounds)
+    kerashub = kerashub_rate(source_ids, n, args.rounds)
     rate = {name: args.batch / s for name, s in seconds.items()}
     for name in seconds:
         print(f"{name:13s} {seconds[name]:7.3f} s per batch  {rate[name]:8.2f} sentences/s")
     print(f"cached/uncached speedup {rate['cached'] / rate['uncached']:.1f}x")
     print(f"beam 4 costs {rate['cached'] / rate['beam4']:.2f} greedy sentences")
     print(f"batch 1, cached greedy: {batch1_ms:.1f} ms")
+    if kerashub is not None:
+        print(f"keras-hub cached greedy {kerashub[0]:8.2f} sentences/s", end="; ")
+        print(f"package / keras-hub {rate['cached'] / kerashub[0]:.2f}x", end="; ")
+        print(f"its cached and uncached loops agree on {kerashub[1]:.4f} of the tokens")
     ct2 = ctranslate2_rates(model, source_ids, n, args.rounds, args.ct2_threads)
     for name, value in ct2.items():
         unit = "ms" if name.endswith("_ms") else "sentences/s"
@@ -250,6 +280,7 @@ def main():
                 "uncached_sent_s": round(rate["uncached"], 3),
                 "beam4_sent_s": round(rate["beam4"], 3),
                 "beam4_cost": round(rate["cached"] / rate["beam4"], 2),
+                "kerashub_sent_s": None if kerashub is None else round(kerashub[0], 3),
                 "batch1_ms": round(batch1_ms, 2),
                 **{
                     (k if k.endswith("_ms") else f"{k}_sent_s"): round(v, 3) for k, v in ct2.items()
