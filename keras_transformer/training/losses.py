@@ -16,9 +16,11 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
              = logsumexp(z) - (1 - eps) * z_y - eps * mean(z)
         dloss/dz = softmax(z) - (1 - eps) * one_hot(y) - eps / V
 
-    The gradient is written out rather than derived through the ops, so a
-    training step makes two passes over the `(B, T, V)` logits instead of
-    the several that automatic differentiation of the softmax takes.
+    The gradient is written out rather than derived through the ops, and
+    the label's term is subtracted at the label only (a scatter of one
+    number per position, not a `(B, T, V)` one-hot), so a training step
+    makes few passes over the logits instead of the several that automatic
+    differentiation of the softmax takes.
 
     Args:
         logits: float32 `(..., V)`.
@@ -34,8 +36,8 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
     def cross_entropy(z):
         shift = ops.stop_gradient(ops.max(z, axis=-1, keepdims=True))  # (..., 1)
         exp = ops.exp(z - shift)  # (..., V)
-        total = ops.sum(exp, axis=-1, keepdims=True)  # (..., 1)
-        logsumexp = (shift + ops.log(total))[..., 0]  # (...)
+        total = ops.sum(exp, axis=-1)  # (...)
+        logsumexp = shift[..., 0] + ops.log(total)  # (...)
         label_logit = ops.take_along_axis(z, labels[..., None], axis=-1)[..., 0]
         loss = (
             logsumexp
@@ -44,10 +46,17 @@ def smoothed_cross_entropy(logits, labels, label_smoothing):
         )
 
         def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
-            target = ops.one_hot(labels, vocab_size) * (1.0 - label_smoothing)
-            target = target + label_smoothing / vocab_size  # (..., V)
-            return upstream[..., None] * (exp / total - target)
+            upstream = args[0] if upstream is None else upstream  # (...)
+            spread = upstream * (label_smoothing / vocab_size)  # (...)
+            g = exp * (upstream / total)[..., None] - spread[..., None]  # (..., V)
+            shape = ops.shape(g)
+            g = ops.reshape(g, (-1, vocab_size))  # (N, V)
+            flat_labels = ops.reshape(labels, (-1,))  # (N,)
+            at_label = ops.take_along_axis(g, flat_labels[:, None], axis=-1)[:, 0]  # (N,)
+            at_label = at_label - ops.reshape((1.0 - label_smoothing) * upstream, (-1,))
+            rows = ops.arange(ops.shape(flat_labels)[0], dtype=flat_labels.dtype)
+            g = ops.scatter_update(g, ops.stack([rows, flat_labels], axis=1), at_label)
+            return ops.reshape(g, shape)  # (..., V)
 
         return loss, grad
 
