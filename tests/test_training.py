@@ -254,3 +254,56 @@ def test_an_embedding_row_seen_twice_gets_adams_second_moment_of_its_summed_grad
     np.testing.assert_allclose(optimizer._velocities[0].numpy(), v, rtol=1e-5, atol=1e-12)
     step = 0.1 * np.sqrt(1 - 0.98) / (1 - 0.9) * m / (np.sqrt(v) + 1e-9)
     np.testing.assert_allclose(model.get_weights()[0], before - step, rtol=1e-5, atol=1e-6)
+
+
+class KerasOwnStep(kt.Transformer):
+    """The reference: Keras' own training step, on the full `(B, T, V)` logits."""
+
+    def train_step(self, data):
+        return keras.Model.train_step(self, data)
+
+
+def test_logits_at_real_tokens_train_as_keras_own_step_on_all_logits():
+    import tensorflow as tf
+
+    from keras_transformer.training.accumulation import forward
+
+    rng = np.random.default_rng(3)
+    source = rng.integers(1, 40, (6, 7)).astype("int32")
+    target_in = rng.integers(1, 40, (6, 9)).astype("int32")
+    target_out = rng.integers(1, 40, (6, 9)).astype("int32")
+    for row, length in enumerate([9, 6, 3, 8, 1, 5]):  # uneven padding
+        target_in[row, length:] = target_out[row, length:] = 0
+        source[row, max(1, 7 - row) :] = 0
+    weights = rng.uniform(0.5, 2.0, target_out.shape).astype("float32")  # per token
+    histories, trained = [], []
+    for model_class in (kt.Transformer, KerasOwnStep):
+        keras.utils.set_random_seed(0)
+        model = model_class(2, 16, 2, 32, 40, 40, dropout_rate=0.0)
+        model((source, target_in))  # builds the weights, the same for both models
+        initial = model.get_weights()
+        model.compile(
+            optimizer=kt.transformer_optimizer(16, warmup_steps=2),
+            loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+            metrics=[kt.MaskedAccuracy()],
+        )
+        history = model.fit(
+            (source, target_in),
+            target_out,
+            sample_weight=weights,
+            batch_size=6,
+            epochs=3,
+            shuffle=False,
+            verbose=0,
+        )
+        histories.append(history.history)
+        trained.append(model)
+    packed, full = trained
+    y, y_pred, _, _ = forward(packed, (source, target_in), tf.constant(target_out), None)
+    assert tuple(y_pred.shape) == (int((target_out != 0).sum()), 40)  # only the real tokens
+    moved = [np.abs(w - w0).max() for w, w0 in zip(full.get_weights(), initial, strict=True)]
+    assert max(moved) > 1e-3  # the updates did something
+    for a, b in zip(packed.get_weights(), full.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    for key in ("loss", "masked_accuracy"):
+        np.testing.assert_allclose(histories[0][key], histories[1][key], rtol=1e-5)

@@ -6,7 +6,7 @@ from keras import ops
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.training.accumulation import accumulated_train_step
+from keras_transformer.training.accumulation import train_step
 from keras_transformer.validation import check_positive_int, check_token_ids_shape
 
 SHARED_EMBEDDINGS = (None, "output", "all")
@@ -142,19 +142,34 @@ class Transformer(keras.Model):
             self.final_layer.build((*target_shape, self.d_model))
 
     def call(self, inputs, training=None):
+        x = self.hidden_states(inputs, training=training)  # (B, T, D)
+        return ops.cast(self.output_logits(x), "float32")  # (B, T, V)
+
+    def hidden_states(self, inputs, training=None):
+        """The decoder's outputs, before the pre-softmax projection.
+
+        Training takes the projection only at real target tokens
+        (`keras_transformer.training.accumulation.train_step`).
+
+        Args:
+            inputs: a pair `(source_ids, target_ids)`, `(B, S)` and `(B, T)`.
+            training: whether dropout is active.
+
+        Returns:
+            `(B, T, D)` in the compute dtype.
+        """
         source_ids, target_ids = self._split(inputs, "inputs")
         context = self.encoder(source_ids, training=training)  # (B, S, D)
-        x = self.decoder(target_ids, context, training=training)  # (B, T, D)
-        return ops.cast(self.output_logits(x), "float32")  # (B, T, V)
+        return self.decoder(target_ids, context, training=training)  # (B, T, D)
 
     def output_logits(self, x):
         """The pre-softmax projection: decoder outputs to next-token logits.
 
         Args:
-            x: decoder outputs `(B, T, D)`.
+            x: decoder outputs `(..., D)`, e.g. `(B, T, D)`.
 
         Returns:
-            logits `(B, T, V)` in the compute dtype.
+            logits `(..., V)` in the compute dtype.
         """
         if self.final_layer is not None:
             return self.final_layer(x)
@@ -170,7 +185,7 @@ class Transformer(keras.Model):
             micro_batches: N > 1 cuts every training batch into N slices of
                 its rows, runs forward and backward on one slice at a time
                 and updates the weights once with the whole batch's gradient
-                (`accumulated_train_step`): the update of a large batch on
+                (`training.accumulation.accumulated_train_step`): the update of a large batch on
                 the activation memory of a slice, under any `tf.distribute`
                 strategy. Defaults to 1.
 
@@ -194,9 +209,7 @@ class Transformer(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def train_step(self, data):
-        if self.micro_batches == 1:
-            return super().train_step(data)
-        return accumulated_train_step(self, data, self.micro_batches)
+        return train_step(self, data, self.micro_batches)
 
     # Incremental decoding. The searches (`keras_transformer.inference`) are
     # written against these four methods and nothing else of the model.

@@ -1,9 +1,73 @@
-"""Gradient accumulation inside one training step: a large batch on the memory of a slice."""
+"""The training step: logits at real target tokens only, and gradient accumulation.
+
+A batch of translation targets is ~15-50% padding, and the pre-softmax
+projection to the vocabulary is the largest matrix product of the model.
+`train_step` projects only the decoder outputs at real target tokens and
+computes the loss and metrics on those, which gives the same loss, gradient
+and metrics as the full `(B, T, V)` logits with padding masked out. It can
+also run a batch in slices for one update (gradient accumulation).
+"""
 
 import keras
 import tensorflow as tf
 
 from keras_transformer.layers.masks import PAD_ID
+
+
+def train_step(model, data, micro_batches=1):
+    """`keras.Model.train_step` of a `Transformer`, with its logits at real tokens only.
+
+    Args:
+        model: a compiled `keras_transformer.Transformer` (or a model without
+            `hidden_states`, which then computes its full logits).
+        data: a batch `((source_ids, target_in_ids), target_out_ids)`,
+            optionally with sample weights as a third element.
+        micro_batches: N > 1 runs the batch in N slices for one update
+            (`accumulated_train_step`).
+
+    Returns:
+        The model's metrics after the update.
+    """
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    if not model.built:  # the weights must exist before the step reads them
+        model.build(tf.nest.map_structure(lambda t: tuple(t.shape), x))
+    if micro_batches > 1:
+        return accumulated_train_step(model, data, micro_batches)
+    with tf.GradientTape() as tape:
+        y, y_pred, sample_weight, loss = forward(model, x, y, sample_weight)
+        scaled = model.optimizer.scale_loss(loss)
+    weights = model.trainable_weights
+    model.optimizer.apply_gradients(zip(tape.gradient(scaled, weights), weights, strict=True))
+    # `compute_loss` divides by the replicas in sync; the logged loss is per replica.
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    model._loss_tracker.update_state(loss * replicas, sample_weight=tf.shape(x[0])[0])
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def forward(model, x, y, sample_weight):
+    """The forward pass and loss of a training batch: `(y, y_pred, sample_weight, loss)`.
+
+    A model with `hidden_states` (a `Transformer`) projects its decoder
+    outputs to the vocabulary only where `y` is not `PAD_ID`: `y_pred` is
+    then `(N, V)` for the N real tokens, and `y` `(N,)` and `sample_weight`
+    `(N,)` are those tokens' labels and weights. The loss of the packed
+    tokens is the masked loss of the whole batch. Under XLA
+    (`jit_compile=True`), which needs static shapes, and for other models,
+    `y_pred` is the full `(B, T, V)`.
+    """
+    if not hasattr(model, "hidden_states") or model.jit_compile:
+        y_pred = model(x, training=True)  # (B, T, V)
+    else:
+        real = tf.not_equal(y, PAD_ID)  # (B, T)
+        hidden = tf.boolean_mask(model.hidden_states(x, training=True), real)  # (N, D)
+        y_pred = tf.cast(model.output_logits(hidden), tf.float32)  # (N, V)
+        if sample_weight is not None:
+            sample_weight = tf.cast(sample_weight, tf.float32)
+            while sample_weight.shape.rank < y.shape.rank:  # per-row weights: one per token
+                sample_weight = sample_weight[..., None]
+            sample_weight = tf.boolean_mask(tf.broadcast_to(sample_weight, tf.shape(y)), real)
+        y = tf.boolean_mask(y, real)  # (N,)
+    return y, y_pred, sample_weight, model.compute_loss(x, y, y_pred, sample_weight, training=True)
 
 
 def accumulated_train_step(model, data, micro_batches):
@@ -50,8 +114,8 @@ def accumulated_train_step(model, data, micro_batches):
         w_i = None if sample_weight is None else sample_weight[start:stop]
         share = tf.math.count_nonzero(y_i != PAD_ID, dtype="float32") / tokens
         with tf.GradientTape() as tape:
-            y_pred = model(x_i, training=True)  # (b, T, V)
-            loss_i = model.compute_loss(x_i, y_i, y_pred, w_i, training=True) * share
+            y_i, y_pred, w_i, loss_i = forward(model, x_i, y_i, w_i)
+            loss_i = loss_i * share
             scaled = model.optimizer.scale_loss(loss_i)
         model.compute_metrics(x_i, y_i, y_pred, sample_weight=w_i)
         gradients_i = tape.gradient(scaled, weights)
