@@ -119,6 +119,15 @@ def make_batches(num_batches, seed=0):
     return [((ids(), ids()), ids()) for _ in range(num_batches)]
 
 
+def make_dataset(batches):
+    """The batches as a cached, endlessly repeated `tf.data` pipeline, as `fit` reads it."""
+    spec = tf.TensorSpec((BATCH, LENGTH), tf.int32)
+    dataset = tf.data.Dataset.from_generator(
+        lambda: iter(batches), output_signature=((spec, spec), spec)
+    )
+    return dataset.cache().repeat().prefetch(tf.data.AUTOTUNE)
+
+
 def compile_model(model, loss, metric):
     model.compile(
         optimizer=kt.transformer_optimizer(CONFIG["d_model"]),
@@ -169,21 +178,7 @@ def main():
     batches = make_batches(8)
     real_tokens_per_batch = statistics.mean(int((y != 0).sum()) for _, y in batches)
     padding = 1 - real_tokens_per_batch / (BATCH * LENGTH)
-    dataset = (
-        tf.data.Dataset.from_generator(
-            lambda: iter(batches),
-            output_signature=(
-                (
-                    tf.TensorSpec((BATCH, LENGTH), tf.int32),
-                    tf.TensorSpec((BATCH, LENGTH), tf.int32),
-                ),
-                tf.TensorSpec((BATCH, LENGTH), tf.int32),
-            ),
-        )
-        .cache()
-        .repeat()
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    dataset = make_dataset(batches)
 
     models = {
         "package": compile_model(
