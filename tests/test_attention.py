@@ -167,3 +167,16 @@ def test_multi_head_attention_rejects_wrong_rank():
     mha = layers.MultiHeadAttention(d_model=16, num_heads=4)
     with pytest.raises(ValueError, match=r"`query` must have rank 3.*\(5, 16\)"):
         mha(random(5, 16), random(2, 5, 16))
+
+
+def test_hypotheses_sharing_cache_rows_attend_as_each_alone_over_its_whole_prefix():
+    rng = np.random.default_rng(7)
+    batch, beams, length, d_model = 2, 2, 3, 16
+    mha = layers.MultiHeadAttention(d_model=d_model, num_heads=4)
+    x = rng.normal(size=(batch * beams, length, d_model)).astype("float32")  # sentence-major
+    full = ops.convert_to_numpy(mha(x, x, use_causal_mask=True))  # (B * k, T, D)
+    shape = (batch, 4, length * beams, d_model // 4)  # (B, H, T * k, K)
+    cache = (np.zeros(shape, "float32"), np.zeros(shape, "float32"))
+    for step in range(length):
+        y, cache = mha.call_with_cache(x[:, step : step + 1], cache, step=step)
+        np.testing.assert_allclose(ops.convert_to_numpy(y)[:, 0], full[:, step], atol=1e-5)

@@ -84,3 +84,12 @@ def test_lineage_mask_opens_each_hypothesis_own_slot_at_each_position_up_to_the_
             for p in range(step + 1):
                 expected[b, 0, j, p * beams + lineage[b, j, p]] = True
     np.testing.assert_array_equal(mask, expected)
+
+
+def test_cache_mask_of_several_hypotheses_opens_each_its_own_slot():
+    mask = ops.convert_to_numpy(masks.cache_mask(8, 2, beams=2))  # 4 positions, 2 slots
+    assert mask.shape == (1, 1, 2, 8)
+    np.testing.assert_array_equal(mask[0, 0, 0], [1, 0, 1, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal(mask[0, 0, 1], [0, 1, 0, 1, 0, 1, 0, 0])
+    own_slots = np.broadcast_to(np.arange(2)[None, :, None], (1, 2, 4))  # (B, k, L) lineage
+    np.testing.assert_array_equal(mask, ops.convert_to_numpy(masks.lineage_mask(own_slots, 2)))

@@ -264,9 +264,10 @@ class MultiHeadAttention(keras.layers.Layer):
         Self-attention (`step` given): the keys and values of `query` are
         written into the cache at entries `step * k .. step * k + k - 1`
         (position `step`, one slot per hypothesis), and each query attends
-        to the entries `attention_mask` allows; without it (k = 1 only) to
-        positions 0..step. Cross-attention (`step=None`): the queries attend
-        to the cache as it is, e.g. `project_key_value(encoder_output)`.
+        to the entries `attention_mask` allows; without it, to positions
+        0..step of its own slot (`masks.cache_mask`). Cross-attention
+        (`step=None`): the queries attend to the cache as it is, e.g.
+        `project_key_value(encoder_output)`.
 
         Args:
             query: `(B * k, 1, D_q)`, the position being decoded.
@@ -300,7 +301,7 @@ class MultiHeadAttention(keras.layers.Layer):
             keys = ops.slice_update(keys, start, ops.cast(k, keys.dtype))
             values = ops.slice_update(values, start, ops.cast(v, values.dtype))
             if mask is None:
-                mask = masks.cache_mask(ops.shape(keys)[2], step)  # (1, 1, 1, L)
+                mask = masks.cache_mask(ops.shape(keys)[2], step, ops.shape(q)[2])  # (1, 1, k, L)
         if value_mask is not None:
             mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
         outputs, scores = self._attend(q, keys, values, mask, training=False)

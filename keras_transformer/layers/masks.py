@@ -89,22 +89,31 @@ def look_ahead_mask(size):
     return positions[:, None] >= positions[None, :]  # (T, T)
 
 
-def cache_mask(length, step):
-    """Self-attention mask of decoding step `step` over a key cache of `length`.
+def cache_mask(length, step, beams=1):
+    """Self-attention mask of decoding step `step` over a key cache of `length` entries.
+
+    The cache holds position p of hypothesis slot s at entry `p * beams + s`
+    (one slot per hypothesis; `beams=1` for greedy decoding), and each
+    hypothesis reads its own slot. Beam search, whose hypotheses take over
+    one another's histories, uses `lineage_mask` instead.
 
     Args:
-        length: size L of the cache (a Python int or a scalar tensor).
-        step: index of the query being decoded; cache positions 0..step hold
+        length: number of cache entries, L (a Python int or a scalar tensor).
+        step: index of the position being decoded; positions 0..step hold
             its keys and those of the positions before it.
+        beams: hypotheses sharing the cache, k.
 
     Returns:
-        Boolean tensor `(1, 1, 1, L)`, True at positions 0..step.
+        Boolean tensor `(1, 1, k, L)`: True for hypothesis j at the entries
+        of positions 0..step in slot j.
 
     Example:
     >>> cache_mask(4, 1)
     [[[[True, True, False, False]]]]
     """
-    return (ops.arange(length) <= step)[None, None, None, :]  # (1, 1, 1, L)
+    entry = ops.arange(length)
+    own = entry % beams == ops.arange(beams)[:, None]  # (k, L)
+    return ((entry // beams <= step) & own)[None, None]  # (1, 1, k, L)
 
 
 def lineage_mask(lineage, step):
@@ -129,8 +138,9 @@ def lineage_mask(lineage, step):
     >>> lineage_mask(np.array([[[0, 1], [0, 0]]]), 1)  # k = 2, L = 2
     [[[[True, False, False, True], [True, False, True, False]]]]
     """
+    lineage = ops.cast(lineage, "int32")
     beams, length = lineage.shape[1], lineage.shape[2]
-    entry = ops.arange(length * beams)
+    entry = ops.arange(length * beams, dtype="int32")
     position, slot = entry // beams, entry % beams  # (L * k,) each
     owner = ops.take(lineage, position, axis=2)  # (B, k, L * k)
     return ((position <= step) & (slot == owner))[:, None]  # (B, 1, k, L * k)
