@@ -330,6 +330,12 @@ class HypothesisRows:
     Args:
         model: an object with `encode`, `initial_cache` and `decode_step`
             whose state and cache are nests of tensors with the batch first.
+
+    Example:
+    ```python
+    # What beam_search does by itself for a model without `reorder_cache`:
+    token_ids, scores = beam_search(HypothesisRows(model), source_ids, 2, 3)
+    ```
     """
 
     def __init__(self, model):

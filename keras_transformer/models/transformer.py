@@ -157,6 +157,12 @@ class Transformer(keras.Model):
 
         Returns:
             `(B, T, D)` in the compute dtype.
+
+        Example:
+        ```python
+        hidden = model.hidden_states((source_ids, target_ids))  # (B, T, D)
+        logits = model.output_logits(hidden[target_ids != 0])  # (N, V), real tokens only
+        ```
         """
         source_ids, target_ids = self._split(inputs, "inputs")
         context = self.encoder(source_ids, training=training)  # (B, S, D)
@@ -305,6 +311,13 @@ class Transformer(keras.Model):
 
         Returns:
             The reordered cache.
+
+        Example:
+        ```python
+        cache = model.initial_cache(state, max_length=32, beam_size=2)
+        logits, cache = model.decode_step(np.full([2 * batch], bos_id), 0, cache, state)
+        cache = model.reorder_cache(cache, np.zeros([batch, 2]))  # both go on from beam 0
+        ```
         """
         lineage = cache["lineage"]  # (B, k, L)
         parents = ops.broadcast_to(ops.cast(beams, "int32")[:, :, None], ops.shape(lineage))

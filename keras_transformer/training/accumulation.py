@@ -27,6 +27,13 @@ def train_step(model, data, micro_batches=1):
 
     Returns:
         The model's metrics after the update.
+
+    Example:
+    ```python
+    class MyTransformer(Transformer):  # what Transformer.train_step does
+        def train_step(self, data):
+            return train_step(self, data, micro_batches=1)
+    ```
     """
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     if not model.built:  # the weights must exist before the step reads them
