@@ -161,7 +161,7 @@ class Transformer(keras.Model):
         Example:
         ```python
         hidden = model.hidden_states((source_ids, target_ids))  # (B, T, D)
-        logits = model.output_logits(hidden[target_ids != 0])  # (N, V), real tokens only
+        logits = model.output_logits(tf.boolean_mask(hidden, target_ids != 0))  # (N, V)
         ```
         """
         source_ids, target_ids = self._split(inputs, "inputs")
