@@ -35,20 +35,25 @@ def train_step(model, data, micro_batches=1):
             return train_step(self, data, micro_batches=1)
     ```
     """
+    if micro_batches > 1:
+        return accumulated_train_step(model, data, micro_batches)
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     if not model.built:  # the weights must exist before the step reads them
         model.build(tf.nest.map_structure(lambda t: tuple(t.shape), x))
-    if micro_batches > 1:
-        return accumulated_train_step(model, data, micro_batches)
     with tf.GradientTape() as tape:
         y, y_pred, sample_weight, loss = forward(model, x, y, sample_weight)
         scaled = model.optimizer.scale_loss(loss)
     weights = model.trainable_weights
     model.optimizer.apply_gradients(zip(tape.gradient(scaled, weights), weights, strict=True))
+    track_loss(model, loss, rows=tf.shape(x[0])[0])
+    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+
+def track_loss(model, loss, rows):
+    """Adds a step's loss to the logged mean, per replica as `keras.Model.train_step` logs it."""
     # `compute_loss` divides by the replicas in sync; the logged loss is per replica.
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    model._loss_tracker.update_state(loss * replicas, sample_weight=tf.shape(x[0])[0])
-    return model.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+    model._loss_tracker.update_state(loss * replicas, sample_weight=rows)
 
 
 def forward(model, x, y, sample_weight):
@@ -138,7 +143,5 @@ def accumulated_train_step(model, data, micro_batches):
         (tf.constant(0), [tf.zeros(w.shape, w.dtype) for w in weights], tf.constant(0.0)),
     )
     model.optimizer.apply_gradients(zip(gradients, weights, strict=True))
-    # `compute_loss` divides by the replicas in sync; the logged loss is per replica.
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    model._loss_tracker.update_state(loss * replicas, sample_weight=rows)
+    track_loss(model, loss, rows)
     return model.get_metrics_result()
