@@ -26,20 +26,21 @@ def kerashub_transformer(
         length: longest sequence (the learned position table's size).
         dropout: keras-hub's dropout rate (sublayer outputs and attention).
     """
+
+    def embed(ids, vocab_size, name):  # token + learned position, then dropout
+        embedding = keras_hub.layers.TokenAndPositionEmbedding(
+            vocab_size, length, d_model, mask_zero=True, name=name
+        )
+        return keras.layers.Dropout(dropout)(embedding(ids))
+
     source = keras.Input((None,), dtype="int32", name="source_ids")
     target = keras.Input((None,), dtype="int32", name="target_ids")
-    x = keras_hub.layers.TokenAndPositionEmbedding(
-        input_vocab_size, length, d_model, mask_zero=True, name="source_embedding"
-    )(source)
-    x = keras.layers.Dropout(dropout)(x)
+    x = embed(source, input_vocab_size, "source_embedding")  # (B, S, D)
     for index in range(num_layers):
         x = keras_hub.layers.TransformerEncoder(
             dff, num_heads, dropout=dropout, name=f"encoder_{index}"
         )(x)  # (B, S, D)
-    y = keras_hub.layers.TokenAndPositionEmbedding(
-        target_vocab_size, length, d_model, mask_zero=True, name="target_embedding"
-    )(target)
-    y = keras.layers.Dropout(dropout)(y)
+    y = embed(target, target_vocab_size, "target_embedding")  # (B, T, D)
     for index in range(num_layers):
         y = keras_hub.layers.TransformerDecoder(
             dff, num_heads, dropout=dropout, name=f"decoder_{index}"
