@@ -13,30 +13,97 @@ alternation with the others, and each figure is the median:
 - fit: a whole `fit` step (`train_step`, metrics, callbacks), minus the
   gradient and optimizer parts.
 
+Then TensorFlow's profiler traces a few `fit` steps and the time spent inside
+its ops is split by kind: matrix products, dropout's random numbers,
+transposes, and the rest (element-wise work, reductions, gathers). The
+matrix products' share bounds what faster matrix products alone can give:
+with share m made r times faster, the step is at most 1 / (1 - m + m / r)
+times faster. r is measured here as the bfloat16 over the float32 matrix
+product peak, which is what `mixed_bfloat16` could give at best if every
+other op stayed as fast as in float32.
+
 Usage:
     python benchmarks/train_step_split.py [--rounds 7] [--dtype mixed_bfloat16]
 
-The last line printed is one JSON object with the milliseconds of each part.
+The last line printed is one JSON object with the milliseconds of each part,
+the ops' shares (`op_share`) and that bound (`matmul_bound`).
 """
 
 import argparse
+import collections
+import glob
 import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from train_throughput import CONFIG, VOCAB, StepTimer, make_batches, make_dataset  # noqa: E402
+from train_throughput import (  # noqa: E402
+    CONFIG,
+    VOCAB,
+    StepTimer,
+    make_batches,
+    make_dataset,
+    matmul_peak,
+)
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer.training.accumulation import forward  # noqa: E402
+
+OP_KINDS = {
+    "matrix_products": {
+        "MatMul",
+        "BatchMatMulV2",
+        "_FusedMatMul",
+        "_MklMatMul",
+        "_MklBatchMatMulV2",
+        "_MklNativeFusedMatMul",
+        "_MklFusedMatMul",
+        "_MklNativeBatchMatMulV2",
+    },
+    "random_numbers": {"StatelessRandomUniformV2", "StatelessRandomGetKeyCounter"},
+    "transposes": {"Transpose", "_MklTranspose", "ConjugateTranspose"},
+}
+
+
+def op_seconds(model, dataset, steps):
+    """Seconds inside each op type during `steps` profiled `fit` steps, summed over threads."""
+    logdir = tempfile.mkdtemp()
+    tf.profiler.experimental.start(logdir)
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
+    tf.profiler.experimental.stop()
+    space = xplane_pb2.XSpace()
+    with open(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb")[0], "rb") as file:
+        space.ParseFromString(file.read())
+    seconds = collections.Counter()
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        names = {key: value.name for key, value in plane.event_metadata.items()}
+        for line in plane.lines:
+            if line.name.startswith("tf_Compute"):  # the executor's threads
+                for event in line.events:
+                    name = names.get(event.metadata_id, "")
+                    if ":" in name and "::" not in name:  # "scope/op_name:OpType"
+                        seconds[name.rsplit(":", 1)[1]] += event.duration_ps / 1e12
+    return seconds
+
+
+def op_shares(seconds):
+    """The share of each kind in `OP_KINDS`, and of the rest, in the ops' total time."""
+    total = sum(seconds.values())
+    shares = {kind: sum(seconds[op] for op in ops) / total for kind, ops in OP_KINDS.items()}
+    shares["other"] = 1 - sum(shares.values())
+    return shares
 
 
 def main():
@@ -116,7 +183,36 @@ def main():
     for name, value in split.items():
         share = "" if name == "fit_step_ms" else f"  {value / ms['fit_step']:6.1%}"
         print(f"{name:24s} {value:7.1f}{share}")
-    print(json.dumps({"dtype": args.dtype, **{k: round(v, 1) for k, v in split.items()}}))
+
+    seconds = op_seconds(model, dataset, steps=3)
+    shares = op_shares(seconds)
+    print("time inside ops, by kind:")
+    for kind, share in shares.items():
+        print(f"  {kind:22s} {share:6.1%}")
+    print(
+        "  largest op types: "
+        + ", ".join(
+            f"{op} {value / sum(seconds.values()):.1%}" for op, value in seconds.most_common(8)
+        )
+    )
+    peak_ratio = matmul_peak(dtype=tf.bfloat16) / matmul_peak()
+    m = shares["matrix_products"]
+    bound = 1 / (1 - m + m / peak_ratio)
+    print(
+        f"bfloat16 / float32 matrix product peak {peak_ratio:.2f}x: matrix products alone "
+        f"that much faster make the step at most {bound:.2f}x faster"
+    )
+    print(
+        json.dumps(
+            {
+                "dtype": args.dtype,
+                **{k: round(v, 1) for k, v in split.items()},
+                "op_share": {k: round(v, 3) for k, v in shares.items()},
+                "bf16_peak_ratio": round(peak_ratio, 2),
+                "matmul_bound": round(bound, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -91,10 +91,10 @@ def step_flops(batch=BATCH, source=LENGTH, target=LENGTH, vocab=VOCAB, **config)
     return 3 * forward
 
 
-def matmul_peak(size=2048, repeats=20):
-    """The best float32 FLOP/s of `size` x `size` matrix products on this machine."""
-    a = tf.random.normal((size, size))
-    b = tf.random.normal((size, size))
+def matmul_peak(size=2048, repeats=20, dtype=tf.float32):
+    """The best FLOP/s of `size` x `size` matrix products in `dtype` on this machine."""
+    a = tf.cast(tf.random.normal((size, size)), dtype)
+    b = tf.cast(tf.random.normal((size, size)), dtype)
     product = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)))
     product(a, b).numpy()
     best = float("inf")
