@@ -106,7 +106,6 @@ def reference_beam_search(model, source_row, bos_id, eos_id, k, alpha, max_lengt
     alive = [((), 0.0)]  # (tokens, log P)
     finished = []  # (score, tokens)
     outranked = None
-    step = 0
     for step in range(max_length):
         log_probs = next_token_log_probs(model, source_row, [t for t, _ in alive], bos_id)
         candidates = [

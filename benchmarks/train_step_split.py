@@ -26,7 +26,8 @@ Usage:
     python benchmarks/train_step_split.py [--rounds 7] [--dtype mixed_bfloat16]
 
 The last line printed is one JSON object with the milliseconds of each part,
-the ops' shares (`op_share`) and that bound (`matmul_bound`).
+the ops' shares (`op_share`) and, for a float32 step, that bound
+(`matmul_bound`; null otherwise).
 """
 
 import argparse
@@ -185,31 +186,30 @@ def main():
         print(f"{name:24s} {value:7.1f}{share}")
 
     seconds = op_seconds(model, dataset, steps=3)
+    total = sum(seconds.values())
     shares = op_shares(seconds)
     print("time inside ops, by kind:")
     for kind, share in shares.items():
         print(f"  {kind:22s} {share:6.1%}")
-    print(
-        "  largest op types: "
-        + ", ".join(
-            f"{op} {value / sum(seconds.values()):.1%}" for op, value in seconds.most_common(8)
+    largest = ", ".join(f"{op} {value / total:.1%}" for op, value in seconds.most_common(8))
+    print(f"  largest op types: {largest}")
+    peak_ratio = bound = None
+    if args.dtype == "float32":  # the bound is bfloat16's, seen from a float32 step
+        peak_ratio = matmul_peak(dtype=tf.bfloat16) / matmul_peak()
+        m = shares["matrix_products"]
+        bound = 1 / (1 - m + m / peak_ratio)
+        print(
+            f"bfloat16 / float32 matrix product peak {peak_ratio:.2f}x: matrix products alone "
+            f"that much faster make the step at most {bound:.2f}x faster"
         )
-    )
-    peak_ratio = matmul_peak(dtype=tf.bfloat16) / matmul_peak()
-    m = shares["matrix_products"]
-    bound = 1 / (1 - m + m / peak_ratio)
-    print(
-        f"bfloat16 / float32 matrix product peak {peak_ratio:.2f}x: matrix products alone "
-        f"that much faster make the step at most {bound:.2f}x faster"
-    )
     print(
         json.dumps(
             {
                 "dtype": args.dtype,
                 **{k: round(v, 1) for k, v in split.items()},
                 "op_share": {k: round(v, 3) for k, v in shares.items()},
-                "bf16_peak_ratio": round(peak_ratio, 2),
-                "matmul_bound": round(bound, 3),
+                "bf16_peak_ratio": peak_ratio and round(peak_ratio, 2),
+                "matmul_bound": bound and round(bound, 3),
             }
         )
     )
