@@ -5,9 +5,10 @@ from conftest import load_tiny_translation
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
-from keras_transformer.inference import beam_search, greedy_search, length_penalty
+from keras_transformer.inference import beam_search, greedy_search, length_penalty, sample
+from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.scoring import score_outputs
-from keras_transformer.inference.search import HypothesisRows
+from keras_transformer.inference.search import HypothesisRows, cache_lengths
 
 BOS, EOS = 2, 3
 
@@ -48,10 +49,14 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first, shar
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
 
-def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_own_prefix():
+@pytest.mark.parametrize("cache_lengths", [[8], [2, 4, 5]])
+def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_own_prefix(
+    cache_lengths,
+):
     """k hypotheses per sentence in one cache, reordered between steps as beam
     search does: each step's logits are the full forward pass on the prefix
-    that hypothesis has by then inherited."""
+    that hypothesis has by then inherited; also when the cache starts short
+    and grows whenever it is full (`grow_cache`), as the searches grow it."""
     model = random_model(norm_first=False)
     rng = np.random.default_rng(1)
     source = rng.integers(1, 50, (2, 5)).astype("int32")
@@ -61,9 +66,11 @@ def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_ow
     beams = [rng.integers(0, k, (2, k)) for _ in range(4)]
     tokens = rng.integers(4, 60, (5, 2, k)).astype("int32")  # fed at each step
     state = model.encode(source)
-    cache = model.initial_cache(state, max_length=8, beam_size=k)
+    cache = model.initial_cache(state, max_length=cache_lengths[0], beam_size=k)
     prefixes = [[[] for _ in range(k)] for _ in range(2)]
     for t in range(5):
+        if t in cache_lengths:
+            cache = model.grow_cache(cache, cache_lengths[cache_lengths.index(t) + 1])
         logits, cache = model.decode_step(tokens[t].reshape(-1), t, cache, state)
         logits = logits.numpy().reshape(2, k, -1)
         for b in range(2):
@@ -94,6 +101,72 @@ def test_beam_search_through_the_lineage_equals_beam_search_gathering_rows(atten
     np.testing.assert_allclose(lineage[1].numpy(), rows[1].numpy(), atol=1e-5)
     if attention_layer is not None:
         np.testing.assert_allclose(lineage[2].numpy(), rows[2].numpy(), atol=1e-5)
+
+
+class FixedCache:
+    """`model`'s step interface without `grow_cache`: one cache of `max_length`."""
+
+    def __init__(self, model):
+        self.model = model
+        self.input_vocab_size = model.input_vocab_size
+        self.target_vocab_size = model.target_vocab_size
+
+    def encode(self, source_ids):
+        return self.model.encode(source_ids)
+
+    def initial_cache(self, state, max_length, beam_size=1):
+        return self.model.initial_cache(state, max_length, beam_size)
+
+    def decode_step(self, *args, **kwargs):
+        return self.model.decode_step(*args, **kwargs)
+
+    def reorder_cache(self, cache, beams):
+        return self.model.reorder_cache(cache, beams)
+
+
+def test_cache_lengths_double_from_16_up_to_max_length_for_a_cache_that_grows():
+    model = random_model(norm_first=False)
+    assert cache_lengths(model, 64) == [16, 32, 64]
+    assert cache_lengths(model, 80) == [16, 32, 64, 80]
+    assert cache_lengths(model, 10) == [10]
+    assert cache_lengths(FixedCache(model), 64) == [64]
+    assert cache_lengths(HypothesisRows(model), 40) == [16, 32, 40]
+    assert cache_lengths(HypothesisRows(FixedCache(model)), 40) == [40]
+    with pytest.raises(ValueError, match="can only grow.*max_length=4 for a cache of 8"):
+        model.grow_cache(model.initial_cache(model.encode(np.ones((1, 2), "int32")), 8), 4)
+
+
+@pytest.mark.parametrize("eos_id", [EOS, -1])
+@pytest.mark.parametrize("search", ["greedy", "beam", "sample", "ensemble"])
+def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(search, eos_id):
+    """Each search of a model that grows its cache (16, 32, then 40 positions)
+    against the same search of the model in one cache of 40 (`FixedCache`),
+    with prefixes, n-best lists and attention where the search has them;
+    with an EOS the random model sometimes produces (outputs end in each of
+    the three caches) and with one it never produces (all run to the end)."""
+    model = random_model(norm_first=True)
+    rng = np.random.default_rng(4)
+    source = rng.integers(4, 50, (5, 7)).astype("int32")
+    source[1, 4:] = 0
+    prefix = np.zeros((5, 3), "int32")
+    prefix[0], prefix[3, :2] = [7, 8, 9], [10, 11]
+    options = {
+        "greedy": dict(prefix_ids=prefix, attention_layer=-1),
+        "beam": dict(beam_size=3, n_best=2, alpha=0.6, prefix_ids=prefix, attention_layer=0),
+        "sample": dict(temperature=0.7, top_p=0.9, seed=5, prefix_ids=prefix),
+        "ensemble": dict(beam_size=3, n_best=2),
+    }[search]
+    run = {"greedy": greedy_search, "sample": sample}.get(search, beam_search)
+    growing, fixed = model, FixedCache(model)
+    if search == "ensemble":
+        growing, fixed = Ensemble([model, model]), Ensemble([model, fixed])
+        assert hasattr(growing, "grow_cache") and not hasattr(fixed, "grow_cache")
+    grown = run(growing, source, BOS, eos_id, max_length=40, **options)
+    whole = run(fixed, source, BOS, eos_id, max_length=40, **options)
+    np.testing.assert_array_equal(grown[0].numpy(), whole[0].numpy())
+    for grown_part, whole_part in zip(grown[1:], whole[1:], strict=True):
+        np.testing.assert_allclose(grown_part.numpy(), whole_part.numpy(), atol=1e-5)
+    assert (grown[0].numpy() != 0).sum(axis=-1).max() > 16  # a grown cache was used
 
 
 def uncached_greedy(model, source, max_length):

@@ -10,7 +10,7 @@ class Ensemble(tf.Module):
 
     Each model keeps its own state and cache; the ensemble has the step
     interface of `Transformer` (`encode`, `initial_cache`, `decode_step`,
-    `reorder_cache`), so
+    `reorder_cache`, and `grow_cache` where every model has it), so
     every search and `Translator` take it in place of one model. Its
     `decode_step` returns the mean of the models' logits: each model's
     log-probabilities are its logits minus a constant per row, so after the
@@ -46,6 +46,8 @@ class Ensemble(tf.Module):
         self.models = models
         self.decoders = [beam_decoder(model) for model in models]
         self.input_vocab_size, self.target_vocab_size = sizes.pop()
+        if all(hasattr(decoder, "grow_cache") for decoder in self.decoders):
+            self.grow_cache = self._grow_cache
 
     def encode(self, source_ids):
         """Each model's decoding state, a tuple in the order of `models`."""
@@ -74,6 +76,13 @@ class Ensemble(tf.Module):
         if attention_layer is None:
             return logits, cache
         return logits, cache, tf.add_n([outputs[2] for outputs in steps]) / len(steps)
+
+    def _grow_cache(self, cache, max_length):
+        """Each model's cache grown (`Transformer.grow_cache`), where all models can."""
+        return tuple(
+            decoder.grow_cache(own, max_length)
+            for decoder, own in zip(self.decoders, cache, strict=True)
+        )
 
     def reorder_cache(self, cache, beams):
         """Each model's cache reordered for beam search (`Transformer.reorder_cache`)."""

@@ -18,9 +18,17 @@ fourth method:
 small lineage table (see `Transformer.reorder_cache`). A model with only the
 first three methods is decoded through `HypothesisRows`, which repeats its
 state per hypothesis and reorders its cache by gathering rows: `state` and
-`cache` need only be nests of tensors whose first axis is the batch. Each
-search is one `tf.while_loop`: traced by `tf.function`, a call is a single
-graph with no Python in the loop.
+`cache` need only be nests of tensors whose first axis is the batch.
+
+A step attends over its whole cache, so the searches let the cache grow with
+the output when the model offers a fifth method:
+
+    cache = model.grow_cache(cache, longer_max_length)   # what it holds kept
+
+The search then starts with room for 16 positions and doubles it when full,
+up to `max_length` (`cache_lengths`): one `tf.while_loop` per cache size.
+Without `grow_cache` it decodes in one loop with a cache of `max_length`.
+Traced by `tf.function`, a call is a single graph with no Python in the loop.
 
 Token ids follow the package: 0 is padding; decoding starts from `bos_id` and
 a hypothesis ends with `eos_id`. Padding and BOS are never generated. Outputs
@@ -45,6 +53,8 @@ MINUS_INF = float("-inf")
 MAX_LENGTH = 64
 BEAM_SIZE = 4
 ALPHA = 0.6
+# Positions a growing cache holds at first (`cache_lengths`).
+FIRST_CACHE_LENGTH = 16
 
 
 def length_penalty(length, alpha):
@@ -254,7 +264,8 @@ def token_by_token(
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
     state = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]
-    cache = model.initial_cache(state, max_length)
+    lengths = cache_lengths(model, max_length)
+    cache = model.initial_cache(state, lengths[0])
 
     def body(step, token, history, finished, score, cache):
         log_probs, cache, attention = next_log_probs(
@@ -272,7 +283,9 @@ def token_by_token(
     def not_done(step, token, history, finished, score, cache):
         return (step < max_length) & ~tf.reduce_all(finished)
 
-    _, _, history, _, score, _ = tf.while_loop(
+    _, _, history, _, score, _ = decode_loop(
+        model,
+        lengths,
         not_done,
         body,
         (
@@ -287,6 +300,58 @@ def token_by_token(
     if attention_layer is None:
         return history["tokens"], score
     return history["tokens"], score, history["attention"]
+
+
+def cache_lengths(model, max_length):
+    """The cache sizes a search decodes with, one `tf.while_loop` each.
+
+    A model with `grow_cache` starts with room for `FIRST_CACHE_LENGTH`
+    positions, doubled each time it is full, the last size `max_length`:
+    a step then attends over at most twice the positions written so far
+    instead of all `max_length`. Other models decode with one cache of
+    `max_length`.
+
+    Args:
+        model: an object with the step interface.
+        max_length: most tokens the search generates.
+
+    Returns:
+        A list of increasing Python ints ending with `max_length`.
+
+    Example:
+    >>> cache_lengths(transformer, 80)
+    [16, 32, 64, 80]
+    """
+    if not hasattr(model, "grow_cache"):
+        return [max_length]
+    lengths = [min(FIRST_CACHE_LENGTH, max_length)]
+    while lengths[-1] < max_length:
+        lengths.append(min(2 * lengths[-1], max_length))
+    return lengths
+
+
+def decode_loop(model, lengths, not_done, body, loop_vars):
+    """`tf.while_loop(not_done, body, loop_vars)` with a cache that grows.
+
+    The first loop variable is the step and the last the model's cache, of
+    `lengths[0]` positions. The loop over steps runs in one `tf.while_loop`
+    per cache length: when the cache is full, `model.grow_cache` gives it
+    the next length of `lengths` (`cache_lengths`) and the next loop goes on
+    from the same step. A loop whose `not_done` is already false runs no
+    step.
+
+    Returns:
+        The loop variables after the last step, as `tf.while_loop` does.
+    """
+    for index, length in enumerate(lengths):
+        if index > 0:
+            loop_vars = (*loop_vars[:-1], model.grow_cache(loop_vars[-1], length))
+
+        def in_cache(step, *rest, length=length):
+            return (step < length) & not_done(step, *rest)
+
+        loop_vars = tf.while_loop(in_cache, body, loop_vars)
+    return loop_vars
 
 
 def empty_history(shape, max_length, source_ids, attention_layer):
@@ -325,7 +390,8 @@ class HypothesisRows:
 
     Repeats the model's state once per hypothesis, so that row i of every
     tensor serves hypothesis i, and reorders the model's cache by gathering
-    the rows of the hypotheses that go on.
+    the rows of the hypotheses that go on. It has `grow_cache` where
+    `model` has it.
 
     Args:
         model: an object with `encode`, `initial_cache` and `decode_step`
@@ -340,9 +406,14 @@ class HypothesisRows:
 
     def __init__(self, model):
         self.model = model
+        if hasattr(model, "grow_cache"):
+            self.grow_cache = self._grow_cache
 
     def encode(self, source_ids):
         return self.model.encode(source_ids)
+
+    def _grow_cache(self, cache, max_length):
+        return {"state": cache["state"], "cache": self.model.grow_cache(cache["cache"], max_length)}
 
     def initial_cache(self, state, max_length, beam_size=1):
         state = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), state)
@@ -481,7 +552,8 @@ def beam_search(
     if prefix_ids is not None:
         prefix_ids = tf.repeat(prefix_ids, k, axis=0)  # (B*k, P + 1)
     state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
-    cache = model.initial_cache(state, max_length, beam_size=k)
+    lengths = cache_lengths(model, max_length)
+    cache = model.initial_cache(state, lengths[0], beam_size=k)
 
     def last_token(alive, step):
         previous = tf.gather(alive["tokens"], tf.maximum(step - 1, 0), axis=2)  # (B, k)
@@ -534,7 +606,9 @@ def beam_search(
     first_beam_only = tf.concat(
         [tf.zeros([batch, 1]), tf.fill([batch, k - 1], MINUS_INF)], axis=1
     )  # (B, k)
-    _, alive, alive_logp, finished, finished_score, done, _ = tf.while_loop(
+    _, alive, alive_logp, finished, finished_score, done, _ = decode_loop(
+        model,
+        lengths,
         not_done,
         body,
         (

@@ -296,6 +296,44 @@ class Decoder(TransformerStack):
             "lineage": ops.zeros((batch_size, beam_size, max_length), "int32"),
         }
 
+    def grow_self_cache(self, cache, max_length):
+        """`cache` with room for `max_length` positions, what it holds kept.
+
+        Position p of slot s is entry `p * k + s` at any length, so growing
+        appends zero entries (and zero lineage) after the last position.
+
+        Args:
+            cache: from `self_cache` or a decoding step, of L positions.
+            max_length: positions the grown cache holds, at least L.
+
+        Returns:
+            The cache of `self_cache(B, max_length, k)`, its first L
+            positions those of `cache`.
+
+        Example:
+        ```python
+        cache = decoder.self_cache(batch_size=2, max_length=16)
+        cache = decoder.grow_self_cache(cache, max_length=32)  # entries 16..31 zero
+        ```
+        """
+        lineage = cache["lineage"]  # (B, k, L)
+        beams, length = lineage.shape[1], lineage.shape[2]
+        if max_length < length:
+            raise ValueError(
+                "A cache can only grow. "
+                f"Received: max_length={max_length} for a cache of {length} positions"
+            )
+        more = max_length - length
+        entries = [(0, 0), (0, 0), (0, more * beams), (0, 0)]
+
+        def grow(pair):
+            return tuple(ops.pad(t, entries) for t in pair)  # (B, H, max_length * k, K)
+
+        return {
+            "layers": [grow(pair) for pair in cache["layers"]],
+            "lineage": ops.pad(lineage, [(0, 0), (0, 0), (0, more)]),  # (B, k, max_length)
+        }
+
     def cross_cache(self, context):
         """Per layer the cross-attention pair `(keys, values)` of `context`, each `(B, H, S, K)`."""
         return [block.cross_attention.project_key_value(context) for block in self.blocks]

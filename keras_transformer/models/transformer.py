@@ -218,7 +218,7 @@ class Transformer(keras.Model):
         return train_step(self, data, self.micro_batches)
 
     # Incremental decoding. The searches (`keras_transformer.inference`) are
-    # written against these four methods and nothing else of the model.
+    # written against these five methods and nothing else of the model.
 
     def encode(self, source_ids):
         """Runs the encoder once and prepares what every decoding step reads.
@@ -256,6 +256,30 @@ class Transformer(keras.Model):
         """
         batch = ops.shape(state["context_mask"])[0]
         return self.decoder.self_cache(batch, max_length, beam_size)
+
+    def grow_cache(self, cache, max_length):
+        """The cache with room for `max_length` positions, what it holds kept.
+
+        A step attends over every entry of its cache, written or not (masked),
+        so the searches start with a short cache and grow it as the output
+        grows (`inference.search.cache_lengths`).
+
+        Args:
+            cache: from `initial_cache` or `decode_step`.
+            max_length: positions the grown cache holds, at least its own.
+
+        Returns:
+            The cache `initial_cache(state, max_length, k)` would give after
+            the same steps (`Decoder.grow_self_cache`).
+
+        Example:
+        ```python
+        cache = model.initial_cache(state, max_length=16)
+        # ... 16 calls of decode_step, then:
+        cache = model.grow_cache(cache, max_length=32)
+        ```
+        """
+        return self.decoder.grow_self_cache(cache, max_length)
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
         """Next-token logits after the target token at position `step`.
