@@ -8,7 +8,7 @@ from keras_transformer.datasets import numbers_corpus
 from keras_transformer.inference import beam_search, greedy_search, length_penalty, sample
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.scoring import score_outputs
-from keras_transformer.inference.search import HypothesisRows, cache_lengths
+from keras_transformer.inference.search import HypothesisRows, cache_lengths, top_k_by_blocks
 
 BOS, EOS = 2, 3
 
@@ -167,6 +167,23 @@ def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(s
     for grown_part, whole_part in zip(grown[1:], whole[1:], strict=True):
         np.testing.assert_allclose(grown_part.numpy(), whole_part.numpy(), atol=1e-5)
     assert (grown[0].numpy() != 0).sum(axis=-1).max() > 16  # a grown cache was used
+
+
+@pytest.mark.parametrize("vocab, k", [(8000, 8), (500, 8), (1001, 6), (60, 16), (20, 4)])
+def test_top_k_by_blocks_gives_top_k_exactly_with_ties_and_minus_infinity(vocab, k):
+    rng = np.random.default_rng(vocab + k)
+    for trial in range(6):
+        if trial % 2:
+            values = rng.integers(0, 4, (9, vocab)).astype("float32")  # many ties
+        else:
+            values = rng.standard_normal((9, vocab)).astype("float32")
+        values[:, :3] = -np.inf  # as padding and BOS are
+        values[0, :] = -np.inf
+        values[1, -1] = 10.0  # the best in the padded last block
+        expected = tf.math.top_k(values, k)
+        top, index = top_k_by_blocks(tf.constant(values), k)
+        np.testing.assert_array_equal(top.numpy(), expected.values.numpy())
+        np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
 
 
 def uncached_greedy(model, source, max_length):
