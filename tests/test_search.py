@@ -327,6 +327,50 @@ def test_beam_search_bound_counts_the_length_penalty_still_ahead(beam_size):
     np.testing.assert_allclose(scores.numpy(), long_score, rtol=1e-3)
 
 
+class CountingStub(MarkovStub):
+    """A `MarkovStub` that counts the steps it decodes (searches run eagerly)."""
+
+    def __init__(self, table):
+        super().__init__(table)
+        self.steps = 0
+
+    def decode_step(self, token_ids, step, cache, state):
+        self.steps += 1
+        return super().decode_step(token_ids, step, cache, state)
+
+
+def test_beam_search_stops_as_soon_as_its_n_best_are_certain():
+    # After the 13-token answer finishes, every live hypothesis has fallen
+    # below it for good, so the 1-best is certain; the runner-up of an
+    # n-best list of 2 is not yet (the live ones can still beat it), and that
+    # search must go on. Both agree on the best.
+    answer = list(range(4, 16)) + [EOS]
+    table = confident_chain(answer[:-1], others=-5.0)
+    source = np.ones((1, 2), "int32")
+    best = CountingStub(table)
+    tokens, score = beam_search(best, source, BOS, EOS, 40, beam_size=4, alpha=0.6)
+    two_best = CountingStub(table)
+    n_tokens, n_scores = beam_search(two_best, source, BOS, EOS, 40, beam_size=4, n_best=2)
+    assert list(tokens.numpy()[0, : len(answer)]) == answer
+    assert best.steps == len(answer)
+    assert two_best.steps > len(answer) + 5
+    np.testing.assert_array_equal(n_tokens.numpy()[:, 0], tokens.numpy())
+    np.testing.assert_allclose(n_scores.numpy()[:, 0], score.numpy(), rtol=1e-6)
+
+
+def test_the_best_of_a_search_stopped_when_certain_is_the_best_of_its_n_best(tiny_translation):
+    """A trained model: the 1-best search stops earliest, yet returns the
+    first of the 4-best list of the same search, token for token."""
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    source = sources(tokenizer, n=32, offset=16)
+    options = dict(max_length=30, beam_size=4, alpha=0.6)
+    tokens, scores = beam_search(model, source, BOS, EOS, **options)
+    n_tokens, n_scores = beam_search(model, source, BOS, EOS, n_best=4, **options)
+    assert (tokens.numpy() == EOS).any(axis=1).mean() > 0.9  # outputs that finished
+    np.testing.assert_array_equal(tokens.numpy(), n_tokens.numpy()[:, 0])
+    np.testing.assert_allclose(scores.numpy(), n_scores.numpy()[:, 0], atol=1e-5)
+
+
 class HistoryStub:
     """A model whose logits are a fixed random function of the source and the whole prefix.
 

@@ -533,21 +533,23 @@ def beam_search(
     EOS extension). An EOS extension ranked below k others is left out, as a
     beam of k would not hold it.
 
-    The stopping rule is tensor2tensor's and the TF Model Garden's: a
-    sentence is done only when no live hypothesis can still beat the worst of
-    its k finished ones, i.e. when even the best live log-probability (which
-    can only fall) under the most favourable length penalty still ahead,
-    max over |Y| in [step + 2, max_length] of log P / length_penalty(|Y|),
-    is no better than it. With fewer than k finished hypotheses a sentence is
-    never done before `max_length`, where its live hypotheses compete as they
-    are. fairseq instead stops a sentence as soon as it holds k finished
-    hypotheses; on a confident model the EOS extensions of the one good
-    hypothesis fill those k places within k steps, and the good hypothesis,
-    still live, is lost. The bound costs extra steps only on sentences whose
-    best hypothesis is still live, where they are needed. With
-    `beam_size=1` and `alpha=0` this is greedy search exactly; with
-    `alpha > 0` one beam may go on past greedy's EOS, when the next best
-    hypothesis can still win once its length is counted.
+    A sentence is done as soon as its output is certain: when no live
+    hypothesis can still beat the N-th best of its finished ones (N =
+    `n_best`, 1 by default), i.e. when even the best live log-probability
+    (which can only fall) under the most favourable length penalty still
+    ahead, max over |Y| in [step + 2, max_length] of log P /
+    length_penalty(|Y|), is no better than it. Nothing found later could
+    enter the N best, so the output is the one the search would return if
+    it went on to `max_length`. With fewer than N finished hypotheses a
+    sentence is not done before `max_length`, where its live hypotheses
+    compete as they are. The bound is tensor2tensor's and the TF Model
+    Garden's, which compare it with the worst finished hypothesis instead.
+    fairseq stops a sentence as soon as it holds k finished hypotheses; on
+    a confident model the EOS extensions of the one good hypothesis fill
+    those k places within k steps, and the good hypothesis, still live, is
+    lost. With `beam_size=1` and `alpha=0` this is greedy search exactly;
+    with `alpha > 0` one beam may go on past greedy's EOS, when the next
+    best hypothesis can still win once its length is counted.
 
     Args:
         model: a `keras_transformer.Transformer`, or any object with its
@@ -589,6 +591,7 @@ def beam_search(
                 f"beam_size={beam_size}"
             )
     k = beam_size
+    last_kept = (n_best or 1) - 1  # the worst finished hypothesis of the output
     model = beam_decoder(model)
     source_ids = check_source_ids(source_ids)
     batch = tf.shape(source_ids)[0]
@@ -636,12 +639,12 @@ def beam_search(
         alive = take(top, best)  # (B, k, ...)
         cache = model.reorder_cache(cache, tf.gather(top_beam, best, batch_dims=1))
 
-        # 3. Done: the best live hypothesis cannot beat the worst finished one.
+        # 3. Done: the best live hypothesis cannot beat the N-th best finished one.
         best_possible = alive_logp[:, 0] / tf.maximum(
             length_penalty(tf.minimum(step + 2, max_length), alpha),
             length_penalty(max_length, alpha),
         )  # (B,); log P <= 0, so the larger penalty is the more favourable one
-        done |= best_possible <= finished_score[:, -1]
+        done |= best_possible <= finished_score[:, last_kept]
         return step + 1, alive, alive_logp, finished, finished_score, done, cache
 
     def not_done(step, alive, alive_logp, finished, finished_score, done, cache):
