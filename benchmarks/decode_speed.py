@@ -27,9 +27,13 @@ Each is timed `--rounds` times after a warm-up call; the median counts.
 `--baseline REV` also runs greedy and beam 4 (both with XLA) with
 `keras_transformer/inference/search.py` as it was at git revision REV, on the
 same model in the same process, the two versions timed in alternation, and
-prints the ratio of their speeds: what a change to the searches costs.
+prints the ratio of their speeds: what a change to the searches costs. With
+`--run-dir`, that comparison decodes a trained run's test split instead (its
+model, tokenizer, EOS and `decode.max_length`; batches of 64 sources sorted
+by length, as `evaluate` makes them), so outputs end where the model ends
+them; it also counts the sentences on which the two versions differ.
 
-    python benchmarks/decode_speed.py --rounds 5 [--baseline 6d8072f]
+    python benchmarks/decode_speed.py --rounds 5 [--baseline 6d8072f [--run-dir runs/x]]
 """
 
 import argparse
@@ -51,7 +55,9 @@ import tensorflow as tf  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_transformer as kt  # noqa: E402
-from keras_transformer.inference import beam_search, greedy_search  # noqa: E402
+from keras_transformer import workflow  # noqa: E402
+from keras_transformer.datasets import load_corpus  # noqa: E402
+from keras_transformer.inference import Translator, beam_search, greedy_search  # noqa: E402
 
 BOS = 2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -170,44 +176,59 @@ def search_module_at(revision):
     return module
 
 
-def time_alternately(functions, source_ids, rounds):
-    """Median seconds of each function, timed in turn round by round (fair on a noisy machine)."""
-    for fn in functions.values():
-        fn(source_ids)  # trace and warm up
+def time_alternately(functions, batches, rounds):
+    """Median seconds of each function over all `batches`, timed in turn round by round
+    (fair on a noisy machine), and each function's outputs, one array per batch."""
+    outputs = {name: [np.asarray(fn(b)) for b in batches] for name, fn in functions.items()}
     seconds = {name: [] for name in functions}
     for _ in range(rounds):
         for name, fn in functions.items():
             start = time.perf_counter()
-            np.asarray(fn(source_ids))
+            for source_ids in batches:
+                np.asarray(fn(source_ids))
             seconds[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in seconds.items()}
+    return {name: statistics.median(values) for name, values in seconds.items()}, outputs
 
 
-def compare_with_baseline(revision, model, source_ids, n, rounds):
-    """Speed of this checkout's searches over those at `revision`, same model and inputs."""
+def run_batches(run_dir, batch_size=64):
+    """`(model, batches, max_length, bos, eos)` for a trained run's test split: its sources
+    tokenized as `Translator` does, sorted by length, in batches of one source width."""
+    config, model, source, target = workflow.load_run(run_dir)
+    sentences = load_corpus(config["data"], config["data"]["test_split"]).sources
+    translator = Translator(model, source, target)
+    ids = translator.source_ids(sorted(sentences, key=len)).numpy()  # (N, S)
+    batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
+    return model, batches, config["decode"]["max_length"], target.bos_id, target.eos_id
+
+
+def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
+    """Speed of this checkout's searches over those at `revision`, same model and inputs,
+    and on how many sentences their outputs differ."""
     old = search_module_at(revision)
-    never = -1
     searches = {}
     for label, module in [("now", None), (revision, old)]:
         greedy = greedy_search if module is None else module.greedy_search
         beam = beam_search if module is None else module.beam_search
         searches[f"greedy {label}"] = tf.function(
-            lambda s, f=greedy: f(model, s, BOS, never, max_length=n)[0], jit_compile=True
+            lambda s, f=greedy: f(model, s, bos, eos, max_length=n)[0], jit_compile=True
         )
         searches[f"beam4 {label}"] = tf.function(
-            lambda s, f=beam: f(model, s, BOS, never, max_length=n, beam_size=4)[0],
+            lambda s, f=beam: f(model, s, bos, eos, max_length=n, beam_size=4)[0],
             jit_compile=True,
         )
-    seconds = time_alternately(searches, source_ids, rounds)
-    ratios = {}
+    seconds, outputs = time_alternately(searches, batches, rounds)
+    ratios, differ = {}, {}
     for search in ("greedy", "beam4"):
         ratio = seconds[f"{search} {revision}"] / seconds[f"{search} now"]
         ratios[search] = round(ratio, 3)
+        now, then = (np.concatenate(outputs[f"{search} {v}"]) for v in ("now", revision))
+        differ[search] = int((now != then).any(axis=1).sum())
         print(
             f"{search:6s} now {seconds[f'{search} now']:.3f} s, at {revision} "
-            f"{seconds[f'{search} {revision}']:.3f} s: speed now / then {ratio:.3f}"
+            f"{seconds[f'{search} {revision}']:.3f} s: speed now / then {ratio:.3f}; "
+            f"outputs differ on {differ[search]} of {len(now)} sentences"
         )
-    return ratios
+    return ratios, differ
 
 
 def main():
@@ -217,6 +238,7 @@ def main():
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--baseline", help="a git revision whose searches to compare with")
+    parser.add_argument("--run-dir", help="with --baseline: decode this run's test split")
     parser.add_argument("--ct2-threads", type=int, default=1, help="CTranslate2 intra_threads")
     args = parser.parse_args()
 
@@ -230,8 +252,25 @@ def main():
 
     n = args.new_tokens
     if args.baseline:
-        ratios = compare_with_baseline(args.baseline, model, source_ids, n, args.rounds)
-        print(json.dumps({"baseline": args.baseline, "speed_now_over_then": ratios}))
+        if args.run_dir:
+            run_model, batches, max_length, bos, eos = run_batches(args.run_dir)
+            ratios, differ = compare_with_baseline(
+                args.baseline, run_model, batches, max_length, args.rounds, bos, eos
+            )
+        else:
+            ratios, differ = compare_with_baseline(
+                args.baseline, model, [source_ids], n, args.rounds
+            )
+        print(
+            json.dumps(
+                {
+                    "baseline": args.baseline,
+                    "run_dir": args.run_dir,
+                    "speed_now_over_then": ratios,
+                    "sentences_differing": differ,
+                }
+            )
+        )
         return
 
     def greedy(s):
