@@ -11,6 +11,8 @@ so every method generates all 64 tokens and they do the same work:
 - uncached greedy: the TF tutorial's loop, in a `tf.function` too: at each
   step the whole model runs again on the source and the growing prefix;
 - beam 4: `keras_transformer.inference.beam_search`, beam size 4, with XLA;
+  and, for scale, cached greedy search over each source repeated 4 times
+  (as many rows as beam 4 decodes);
 - keras-hub (when the `[bench]` extra is installed): the model of
   `kerashub_model.py`, of the same size, decoded greedily with keras-hub's own
   key/value caches in one `tf.function` with XLA (`kerashub_greedy`), and
@@ -22,7 +24,8 @@ so every method generates all 64 tokens and they do the same work:
   64 tokens too).
 
 Each is timed `--rounds` times after a warm-up call; the median counts.
-`beam4_cost` is what a beam-4 sentence costs in greedy sentences.
+`beam4_cost` is what a beam-4 sentence costs in greedy sentences, and
+`rows4_cost` what a sentence of greedy search over 4 times the rows does.
 
 `--baseline REV` also runs greedy and beam 4 (both with XLA) with
 `keras_transformer/inference/search.py` as it was at git revision REV, on the
@@ -218,6 +221,7 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
         )
     seconds, outputs = time_alternately(searches, batches, rounds)
     ratios, differ = {}, {}
+    print(f"beam 4 costs {seconds['beam4 now'] / seconds['greedy now']:.2f} greedy sentences now")
     for search in ("greedy", "beam4"):
         ratio = seconds[f"{search} {revision}"] / seconds[f"{search} now"]
         ratios[search] = round(ratio, 3)
@@ -228,6 +232,7 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
             f"{seconds[f'{search} {revision}']:.3f} s: speed now / then {ratio:.3f}; "
             f"outputs differ on {differ[search]} of {len(now)} sentences"
         )
+    ratios["beam4_cost_now"] = round(seconds["beam4 now"] / seconds["greedy now"], 2)
     return ratios, differ
 
 
@@ -294,6 +299,8 @@ def main():
         "uncached": time_call(uncached, source_ids, args.rounds),
         "beam4": time_call(beam, source_ids, args.rounds),
     }
+    rows4 = np.repeat(source_ids, 4, axis=0)  # as many rows as beam 4 decodes
+    rows4_cost = time_call(cached, rows4, args.rounds) / seconds["cached"]
     batch1_ms = 1000 * time_call(cached, source_ids[:1], args.rounds)
     kerashub = kerashub_rate(source_ids, n, args.rounds)
     rate = {name: args.batch / s for name, s in seconds.items()}
@@ -301,6 +308,7 @@ def main():
         print(f"{name:13s} {seconds[name]:7.3f} s per batch  {rate[name]:8.2f} sentences/s")
     print(f"cached/uncached speedup {rate['cached'] / rate['uncached']:.1f}x")
     print(f"beam 4 costs {rate['cached'] / rate['beam4']:.2f} greedy sentences")
+    print(f"greedy search over 4x the rows costs {rows4_cost:.2f} greedy sentences")
     print(f"batch 1, cached greedy: {batch1_ms:.1f} ms")
     if kerashub is not None:
         print(f"keras-hub cached greedy {kerashub[0]:8.2f} sentences/s", end="; ")
@@ -319,6 +327,7 @@ def main():
                 "uncached_sent_s": round(rate["uncached"], 3),
                 "beam4_sent_s": round(rate["beam4"], 3),
                 "beam4_cost": round(rate["cached"] / rate["beam4"], 2),
+                "rows4_cost": round(rows4_cost, 2),
                 "kerashub_sent_s": None if kerashub is None else round(kerashub[0], 3),
                 "batch1_ms": round(batch1_ms, 2),
                 **{
