@@ -6,6 +6,7 @@ from conftest import load_tiny_translation
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.inference import beam_search, greedy_search, length_penalty, sample
+from keras_transformer.inference import search as search_module
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.inference.search import HypothesisRows, cache_lengths, top_k_by_blocks
@@ -124,26 +125,30 @@ class FixedCache:
         return self.model.reorder_cache(cache, beams)
 
 
-def test_cache_lengths_double_from_16_up_to_max_length_for_a_cache_that_grows():
+def test_cache_lengths_halve_max_length_down_to_64_positions_for_a_cache_that_grows():
     model = random_model(norm_first=False)
-    assert cache_lengths(model, 64) == [16, 32, 64]
-    assert cache_lengths(model, 80) == [16, 32, 64, 80]
+    assert cache_lengths(model, 256) == [64, 128, 256]
+    assert cache_lengths(model, 300) == [75, 150, 300]
+    assert cache_lengths(model, 127) == [127]
     assert cache_lengths(model, 10) == [10]
-    assert cache_lengths(FixedCache(model), 64) == [64]
-    assert cache_lengths(HypothesisRows(model), 40) == [16, 32, 40]
-    assert cache_lengths(HypothesisRows(FixedCache(model)), 40) == [40]
+    assert cache_lengths(FixedCache(model), 256) == [256]
+    assert cache_lengths(HypothesisRows(model), 128) == [64, 128]
+    assert cache_lengths(HypothesisRows(FixedCache(model)), 128) == [128]
     with pytest.raises(ValueError, match="can only grow.*max_length=4 for a cache of 8"):
         model.grow_cache(model.initial_cache(model.encode(np.ones((1, 2), "int32")), 8), 4)
 
 
 @pytest.mark.parametrize("eos_id", [EOS, -1])
 @pytest.mark.parametrize("search", ["greedy", "beam", "sample", "ensemble"])
-def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(search, eos_id):
-    """Each search of a model that grows its cache (16, 32, then 40 positions)
+def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(
+    search, eos_id, monkeypatch
+):
+    """Each search of a model that grows its cache (10, 20, then 40 positions)
     against the same search of the model in one cache of 40 (`FixedCache`),
     with prefixes, n-best lists and attention where the search has them;
     with an EOS the random model sometimes produces (outputs end in each of
     the three caches) and with one it never produces (all run to the end)."""
+    monkeypatch.setattr(search_module, "SMALLEST_CACHE_LENGTH", 10)
     model = random_model(norm_first=True)
     rng = np.random.default_rng(4)
     source = rng.integers(4, 50, (5, 7)).astype("int32")
@@ -166,7 +171,8 @@ def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(s
     np.testing.assert_array_equal(grown[0].numpy(), whole[0].numpy())
     for grown_part, whole_part in zip(grown[1:], whole[1:], strict=True):
         np.testing.assert_allclose(grown_part.numpy(), whole_part.numpy(), atol=1e-5)
-    assert (grown[0].numpy() != 0).sum(axis=-1).max() > 16  # a grown cache was used
+    assert cache_lengths(growing, 40) == [10, 20, 40]
+    assert (grown[0].numpy() != 0).sum(axis=-1).max() > 20  # the last cache was used
 
 
 @pytest.mark.parametrize("vocab, k", [(8000, 8), (500, 8), (1001, 6), (60, 16), (20, 4)])

@@ -25,8 +25,8 @@ the output when the model offers a fifth method:
 
     cache = model.grow_cache(cache, longer_max_length)   # what it holds kept
 
-The search then starts with room for 16 positions and doubles it when full,
-up to `max_length` (`cache_lengths`): one `tf.while_loop` per cache size.
+For a long `max_length` the search then starts with a shorter cache and
+doubles it when full (`cache_lengths`): one `tf.while_loop` per cache size.
 Without `grow_cache` it decodes in one loop with a cache of `max_length`.
 Traced by `tf.function`, a call is a single graph with no Python in the loop.
 
@@ -55,8 +55,8 @@ MINUS_INF = float("-inf")
 MAX_LENGTH = 64
 BEAM_SIZE = 4
 ALPHA = 0.6
-# Positions a growing cache holds at first (`cache_lengths`).
-FIRST_CACHE_LENGTH = 16
+# The shortest cache a search grows from (`cache_lengths`).
+SMALLEST_CACHE_LENGTH = 64
 
 
 def length_penalty(length, alpha):
@@ -307,11 +307,13 @@ def token_by_token(
 def cache_lengths(model, max_length):
     """The cache sizes a search decodes with, one `tf.while_loop` each.
 
-    A model with `grow_cache` starts with room for `FIRST_CACHE_LENGTH`
-    positions, doubled each time it is full, the last size `max_length`:
-    a step then attends over at most twice the positions written so far
-    instead of all `max_length`. Other models decode with one cache of
-    `max_length`.
+    `max_length`, halved while the half holds at least
+    `SMALLEST_CACHE_LENGTH` (64) positions: a model with `grow_cache`
+    starts with the smallest and doubles it each time it is full, so a step
+    attends over at most twice the positions written so far (or 64) instead
+    of all `max_length`. Each size compiles one more loop, which costs more
+    than attending over a cache of 64 saves. Other models decode with one
+    cache of `max_length`.
 
     Args:
         model: an object with the step interface.
@@ -321,14 +323,14 @@ def cache_lengths(model, max_length):
         A list of increasing Python ints ending with `max_length`.
 
     Example:
-    >>> cache_lengths(transformer, 80)
-    [16, 32, 64, 80]
+    >>> cache_lengths(transformer, 300)
+    [75, 150, 300]
     """
+    lengths = [max_length]
     if not hasattr(model, "grow_cache"):
-        return [max_length]
-    lengths = [min(FIRST_CACHE_LENGTH, max_length)]
-    while lengths[-1] < max_length:
-        lengths.append(min(2 * lengths[-1], max_length))
+        return lengths
+    while lengths[0] // 2 >= SMALLEST_CACHE_LENGTH:
+        lengths.insert(0, lengths[0] // 2)
     return lengths
 
 
