@@ -205,8 +205,9 @@ def run_batches(run_dir, batch_size=64):
 
 
 def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
-    """Speed of this checkout's searches over those at `revision`, same model and inputs,
-    and on how many sentences their outputs differ."""
+    """`(speed now / then per search, sentences whose outputs differ per search, what a
+    beam-4 sentence costs now in greedy sentences)` of this checkout's searches against
+    those at `revision`, same model and inputs."""
     old = search_module_at(revision)
     searches = {}
     for label, module in [("now", None), (revision, old)]:
@@ -221,7 +222,8 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
         )
     seconds, outputs = time_alternately(searches, batches, rounds)
     ratios, differ = {}, {}
-    print(f"beam 4 costs {seconds['beam4 now'] / seconds['greedy now']:.2f} greedy sentences now")
+    beam4_cost = seconds["beam4 now"] / seconds["greedy now"]
+    print(f"beam 4 costs {beam4_cost:.2f} greedy sentences now")
     for search in ("greedy", "beam4"):
         ratio = seconds[f"{search} {revision}"] / seconds[f"{search} now"]
         ratios[search] = round(ratio, 3)
@@ -232,8 +234,7 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
             f"{seconds[f'{search} {revision}']:.3f} s: speed now / then {ratio:.3f}; "
             f"outputs differ on {differ[search]} of {len(now)} sentences"
         )
-    ratios["beam4_cost_now"] = round(seconds["beam4 now"] / seconds["greedy now"], 2)
-    return ratios, differ
+    return ratios, differ, round(beam4_cost, 2)
 
 
 def main():
@@ -246,6 +247,8 @@ def main():
     parser.add_argument("--run-dir", help="with --baseline: decode this run's test split")
     parser.add_argument("--ct2-threads", type=int, default=1, help="CTranslate2 intra_threads")
     args = parser.parse_args()
+    if args.run_dir and not args.baseline:
+        parser.error("--run-dir goes with --baseline")
 
     keras.utils.set_random_seed(0)
     vocab = 8000
@@ -259,11 +262,11 @@ def main():
     if args.baseline:
         if args.run_dir:
             run_model, batches, max_length, bos, eos = run_batches(args.run_dir)
-            ratios, differ = compare_with_baseline(
+            ratios, differ, beam4_cost = compare_with_baseline(
                 args.baseline, run_model, batches, max_length, args.rounds, bos, eos
             )
         else:
-            ratios, differ = compare_with_baseline(
+            ratios, differ, beam4_cost = compare_with_baseline(
                 args.baseline, model, [source_ids], n, args.rounds
             )
         print(
@@ -272,6 +275,7 @@ def main():
                     "baseline": args.baseline,
                     "run_dir": args.run_dir,
                     "speed_now_over_then": ratios,
+                    "beam4_cost_now": beam4_cost,
                     "sentences_differing": differ,
                 }
             )
