@@ -32,7 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer import workflow  # noqa: E402
+from keras_transformer import run  # noqa: E402
 from keras_transformer.inference.scoring import output_lengths, score_outputs  # noqa: E402
 from keras_transformer.inference.search import (  # noqa: E402
     length_penalty,
@@ -179,11 +179,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
 
-    (greedy, beam), config = workflow.translators(
-        args.run_dir, args.checkpoint, [1, args.beam_size]
-    )
+    (greedy, beam), config = run.translators(args.run_dir, args.checkpoint, [1, args.beam_size])
     split = args.split or config["data"]["test_split"]
-    corpus = workflow.load_corpus(config["data"], split)
+    corpus = run.corpus_split(config["data"], split)
     results = {}
     for name, translator in [("greedy", greedy), ("beam", beam)]:
         texts, scores, ids, sources = decode_and_rescore(

@@ -26,8 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import sacrebleu  # noqa: E402
 
-from keras_transformer import workflow  # noqa: E402
-from keras_transformer.datasets import load_corpus  # noqa: E402
+from keras_transformer import run  # noqa: E402
 from keras_transformer.export import CTranslate2Translator, export_ctranslate2  # noqa: E402
 from keras_transformer.inference import translate_lines  # noqa: E402
 
@@ -50,9 +49,9 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="CTranslate2 intra_threads")
     args = parser.parse_args()
 
-    (greedy, beam), config = workflow.translators(args.run_dir, args.checkpoint, [1, None])
+    (greedy, beam), config = run.translators(args.run_dir, args.checkpoint, [1, None])
     split = args.split or config["data"]["test_split"]
-    corpus = load_corpus(config["data"], split)
+    corpus = run.corpus_split(config["data"], split)
     sources, references = corpus.sources, corpus.targets
 
     outputs, rates = {}, {}

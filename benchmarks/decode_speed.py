@@ -58,8 +58,7 @@ import tensorflow as tf  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_transformer as kt  # noqa: E402
-from keras_transformer import workflow  # noqa: E402
-from keras_transformer.datasets import load_corpus  # noqa: E402
+from keras_transformer.run import corpus_split, load_run  # noqa: E402
 from keras_transformer.inference import Translator, beam_search, greedy_search  # noqa: E402
 
 BOS = 2
@@ -196,8 +195,8 @@ def time_alternately(functions, batches, rounds):
 def run_batches(run_dir, batch_size=64):
     """`(model, batches, max_length, bos, eos)` for a trained run's test split: its sources
     tokenized as `Translator` does, sorted by length, in batches of one source width."""
-    config, model, source, target = workflow.load_run(run_dir)
-    sentences = load_corpus(config["data"], config["data"]["test_split"]).sources
+    config, model, source, target = load_run(run_dir)
+    sentences = corpus_split(config["data"], config["data"]["test_split"]).sources
     translator = Translator(model, source, target)
     ids = translator.source_ids(sorted(sentences, key=len)).numpy()  # (N, S)
     batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]

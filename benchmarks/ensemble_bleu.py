@@ -17,8 +17,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_transformer import workflow  # noqa: E402
-from keras_transformer.datasets import load_corpus  # noqa: E402
+from keras_transformer import run  # noqa: E402
 from keras_transformer.inference import translate_lines  # noqa: E402
 
 
@@ -36,10 +35,10 @@ def main():
     systems["ensemble"] = args.run_dir
     results = {}
     for name, run_dirs in systems.items():
-        translator, config = workflow.translators(run_dirs, args.checkpoint, [args.beam_size])
-        corpus = load_corpus(config["data"], args.split)
+        translator, config = run.translators(run_dirs, args.checkpoint, [args.beam_size])
+        corpus = run.corpus_split(config["data"], args.split)
         hypotheses = translate_lines(translator[0], corpus.sources, config["decode"]["batch_size"])
-        scores = workflow.score_translations(hypotheses, corpus.targets)
+        scores = run.score_translations(hypotheses, corpus.targets)
         results[name] = {"bleu": scores["bleu"], "chrf": scores["chrf"]}
         print(f"{name:>12}  BLEU {scores['bleu']:6.2f}  chrF {scores['chrf']:6.2f}", flush=True)
     print(f"signature: {scores['signature']}, split {args.split}, beam {translator[0].beam_size}")

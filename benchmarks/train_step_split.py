@@ -58,7 +58,7 @@ from train_throughput import (  # noqa: E402
 )
 
 import keras_transformer as kt  # noqa: E402
-from keras_transformer.training.accumulation import forward  # noqa: E402
+from keras_transformer.models.train_step import forward  # noqa: E402
 
 OP_KINDS = {
     "matrix_products": {

@@ -2,8 +2,8 @@
 
 The names most programs need are here (`kt.Transformer`,
 `kt.transformer_optimizer`, `kt.Translator`, `kt.export_translator`, ...);
-the subpackages `kt.layers`, `kt.text`, `kt.datasets`, `kt.training`,
-`kt.inference` and `kt.export` hold the rest.
+the subpackages `kt.layers`, `kt.models`, `kt.text`, `kt.datasets`,
+`kt.training`, `kt.inference`, `kt.export` and `kt.run` hold the rest.
 """
 
 from keras_transformer.startup import import_tensorflow_quietly
@@ -16,6 +16,7 @@ from keras_transformer import (  # noqa: E402
     inference,
     layers,
     models,
+    run,
     text,
     training,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "inference",
     "layers",
     "models",
+    "run",
     "text",
     "training",
     "transformer_optimizer",

@@ -11,23 +11,33 @@
     keras-transformer export    --run-dir runs/numbers --format ctranslate2 [--quantization int8]
     keras-transformer average   --run-dir runs/numbers [--last 5]
 
-Errors a user can make end with one line on stderr and exit status 2; an
-interrupted `train` exits with 130 and resumes when run again.
+Errors a user can make (`keras_transformer.errors.UserError`, a missing or
+existing file) end with one line on stderr and exit status 2; any other error
+is a bug, shown with its traceback, exit status 1. An interrupted `train`
+exits with 130 and resumes when run again. What the package logs is printed
+on stdout.
 """
 
 import argparse
 import json
+import logging
 import os
 import sys
+import traceback
 
 from keras_transformer import startup
-from keras_transformer.config import ConfigError, load_config
+from keras_transformer.config import load_config
+from keras_transformer.errors import ArgumentError, UserError
+from keras_transformer.export.saved_model import SAVED_MODELS_DIR
+
+USER_ERRORS = (UserError, FileNotFoundError, FileExistsError)
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
     if args.verbose:
         sys.stderr.write(startup.captured)
+    print_package_log()
     try:
         return args.command(args) or 0
     except KeyboardInterrupt:
@@ -36,9 +46,33 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 130
-    except (ConfigError, FileNotFoundError, FileExistsError, ValueError, RuntimeError) as error:
+    except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except Exception:
+        traceback.print_exc()
+        print(
+            "error: this is a bug in keras-transformer; please report it with the "
+            "traceback above and the command that caused it.",
+            file=sys.stderr,
+        )
+        return 1
+
+
+class PrintHandler(logging.Handler):
+    """Prints each record's message on the standard output of the moment."""
+
+    def emit(self, record):
+        print(self.format(record), flush=True)
+
+
+def print_package_log():
+    """Shows the package's log messages (INFO and above) on stdout, once per process."""
+    logger = logging.getLogger("keras_transformer")
+    if not any(isinstance(handler, PrintHandler) for handler in logger.handlers):
+        logger.addHandler(PrintHandler())
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def parser():
@@ -49,6 +83,19 @@ def parser():
         help="show TensorFlow's C++ start-up lines (hidden unless TF_CPP_MIN_LOG_LEVEL is set)",
     )
     commands = p.add_subparsers(required=True, metavar="command")
+    for add in (
+        add_train,
+        add_evaluate,
+        add_translate,
+        add_score,
+        add_export,
+        add_average,
+    ):
+        add(commands)
+    return p
+
+
+def add_train(commands):
 
     train = commands.add_parser("train", help="train a model, or resume an interrupted run")
     run_dir_argument(train)
@@ -62,6 +109,8 @@ def parser():
     )
     train.set_defaults(command=run_train)
 
+
+def add_evaluate(commands):
     evaluate = commands.add_parser("evaluate", help="decode a split and score it with sacreBLEU")
     run_dir_argument(evaluate)
     evaluate.add_argument("--split", help="split to decode (default: data.test_split)")
@@ -69,6 +118,8 @@ def parser():
     decode_arguments(evaluate, several_beams=True)
     evaluate.set_defaults(command=run_evaluate)
 
+
+def add_translate(commands):
     translate = commands.add_parser("translate", help="translate sentences (arguments or stdin)")
     source = translate.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -96,6 +147,8 @@ def parser():
     translate.add_argument("--seed", type=int, default=0, help="with --sample")
     translate.set_defaults(command=run_translate)
 
+
+def add_score(commands):
     score = commands.add_parser(
         "score", help="log-probability of given translations (force decoding)"
     )
@@ -105,6 +158,8 @@ def parser():
     score.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
     score.set_defaults(command=run_score)
 
+
+def add_export(commands):
     export = commands.add_parser(
         "export", help="write a SavedModel for TF Serving, or a CTranslate2 model"
     )
@@ -124,7 +179,7 @@ def parser():
         help="CTranslate2 model directory (default: {base-dir}/{run name}-ctranslate2-{type})",
     )
     export.add_argument("--name", help="model name (default: the run directory's name)")
-    export.add_argument("--base-dir", default="saved_models")
+    export.add_argument("--base-dir", default=SAVED_MODELS_DIR)
     export.add_argument("--version", type=int, help="version (default: the next free one)")
     export.add_argument(
         "--ids-only",
@@ -140,11 +195,12 @@ def parser():
     decode_arguments(export)
     export.set_defaults(command=run_export)
 
+
+def add_average(commands):
     average = commands.add_parser("average", help="average the last N epoch checkpoints")
     run_dir_argument(average)
-    average.add_argument("--last", type=int, default=5)
+    average.add_argument("--last", type=positive_int, default=5)
     average.set_defaults(command=run_average)
-    return p
 
 
 def run_dir_argument(p):
@@ -197,19 +253,19 @@ def beam_sizes_one(text):
 
 def run_train(args):
     config = load_config(args.config, args.set)
-    from keras_transformer import workflow
+    from keras_transformer import run
     from keras_transformer.training import distribution_strategy
 
     if config["train"]["devices"] > 1:
         distribution_strategy(config["train"]["devices"])  # before TensorFlow starts
-    workflow.train(args.run_dir, config)
+    run.train(args.run_dir, config)
     print(f"trained: {args.run_dir}")
 
 
 def run_evaluate(args):
-    from keras_transformer import workflow
+    from keras_transformer import run
 
-    results = workflow.evaluate(
+    results = run.evaluate(
         args.run_dir, args.split, args.checkpoint, args.beam_size or [None], args.alpha, args.output
     )
     first = results[0]
@@ -240,14 +296,14 @@ def run_translate(args):
     extras = args.n_best or args.prefix or args.sample
     if args.saved_model:
         if extras:
-            raise ValueError(
+            raise ArgumentError(
                 "--n-best, --prefix and --sample need --run-dir; an exported model "
                 "translates with the options it was exported with."
             )
         for line in translate_with_saved_model(args.saved_model, sentences):
             print(line)
         return
-    from keras_transformer import workflow
+    from keras_transformer import run
 
     options = {"n_best": args.n_best or 1}
     if args.sample:
@@ -259,7 +315,7 @@ def run_translate(args):
             seed=args.seed,
         )
     run_dirs = args.run_dir if len(args.run_dir) > 1 else args.run_dir[0]
-    translator = workflow.make_translator(
+    translator = run.make_translator(
         run_dirs, args.checkpoint, args.beam_size, args.alpha, **options
     )
     if not extras:
@@ -277,17 +333,17 @@ def run_translate(args):
 
 
 def run_score(args):
-    from keras_transformer import workflow
+    from keras_transformer import run
     from keras_transformer.datasets import read_lines
 
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):
-        raise ValueError(
+        raise ArgumentError(
             f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}; "
             "score needs one translation a source line."
         )
     print("log_prob\ttokens\tlog_prob_per_token")
-    for result in workflow.score_pairs(args.run_dir, sources, targets, args.checkpoint):
+    for result in run.score_pairs(args.run_dir, sources, targets, args.checkpoint):
         print(f"{result['log_prob']:.4f}\t{result['tokens']}\t{result['log_prob_per_token']:.4f}")
 
 
@@ -304,10 +360,10 @@ def translate_with_saved_model(path, sentences):
 
 
 def run_export(args):
-    from keras_transformer import workflow
+    from keras_transformer import run
 
     if args.format == "ctranslate2":
-        path = workflow.export_ctranslate2_run(
+        path = run.export_ctranslate2_run(
             args.run_dir,
             args.output,
             args.base_dir,
@@ -319,8 +375,8 @@ def run_export(args):
         print(f"exported: {path}")
         return
     if args.quantization or args.output:
-        raise ValueError("--quantization and --output are for --format ctranslate2.")
-    path = workflow.export(
+        raise ArgumentError("--quantization and --output are for --format ctranslate2.")
+    path = run.export(
         args.run_dir,
         args.name,
         args.base_dir,
@@ -335,9 +391,9 @@ def run_export(args):
 
 
 def run_average(args):
-    from keras_transformer import workflow
+    from keras_transformer import run
 
-    print(f"averaged model: {workflow.average_checkpoints(args.run_dir, args.last)}")
+    print(f"averaged model: {run.average_checkpoints(args.run_dir, args.last)}")
 
 
 if __name__ == "__main__":

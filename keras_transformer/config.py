@@ -5,8 +5,7 @@ overrides replace defaults; unknown keys, and values of the wrong type or out
 of range (`RULES`), are errors that name the key. The `model` section holds
 the arguments of `Transformer` with its defaults, and `decode` the decoding
 defaults of `keras_transformer.inference`. The defaults train a small model
-on the built-in numbers corpus (German number words to English) in about
-seven minutes on two CPU cores.
+on the built-in numbers corpus (German number words to English).
 
 Example:
 ```python
@@ -20,17 +19,19 @@ import inspect
 import json
 import math
 import os
+import warnings
 from typing import NamedTuple
 
 import yaml
 
+from keras_transformer.datasets.splits import CORPUS_KINDS
+from keras_transformer.errors import ConfigError
 from keras_transformer.inference import Translator
 from keras_transformer.layers.positional_encoding import LAYOUTS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
 from keras_transformer.training.strategy import STRATEGIES
-from keras_transformer.validation import ConfigError
 
 
 def signature_defaults(function, names):
@@ -81,9 +82,9 @@ DEFAULTS = {
         "epochs": 6,
         "warmup_steps": 500,
         "learning_rate_scale": 1.0,
-        # update the weights once every N batches, with their mean gradient; the
-        # warm-up counts updates (one device only)
-        "gradient_accumulation_steps": 1,
+        # cut each training batch (of N * data.tokens_per_batch tokens) into N slices
+        # that run forward and backward one at a time, for one update; any strategy
+        "micro_batches": 1,
         "label_smoothing": 0.1,
         "patience": 3,
         # also back up the training state every N optimizer steps (0: at epoch ends only);
@@ -149,7 +150,7 @@ FLAG = Rule((bool,), "true or false")
 
 RULES = {
     "data": {
-        "corpus": one_of("numbers", "files", "tsv", "tfds"),
+        "corpus": one_of(*CORPUS_KINDS),
         "directory": Rule((str, NONE), "a directory or null"),
         "path": Rule((str, NONE), "a file path or null"),
         "name": Rule((str, NONE), "a TensorFlow Datasets name or null"),
@@ -186,7 +187,7 @@ RULES = {
         "epochs": POSITIVE_INT,
         "warmup_steps": POSITIVE_INT,
         "learning_rate_scale": POSITIVE,
-        "gradient_accumulation_steps": POSITIVE_INT,
+        "micro_batches": POSITIVE_INT,
         "label_smoothing": RATE,
         "patience": COUNT,
         "backup_every_steps": COUNT,
@@ -260,8 +261,24 @@ def builtin_config_path(name):
     return builtin if os.path.isfile(builtin) and not os.path.exists(name) else name
 
 
-def set_value(config, dotted, value):
-    """Sets `config[section][key]` from `"section.key"`, checking name, type and range."""
+# Keys of earlier releases, read as the keys that replaced them.
+RENAMED = {"train.gradient_accumulation_steps": "train.micro_batches"}
+
+
+def set_value(config, dotted, value, warn_renamed=True):
+    """Sets `config[section][key]` from `"section.key"`, checking name, type and range.
+
+    A key of `RENAMED` sets its new key, with a `FutureWarning` unless
+    `warn_renamed` is False (a saved run's config, which the user did not write).
+    """
+    if dotted in RENAMED:
+        if warn_renamed:
+            warnings.warn(
+                f"The config key {dotted!r} is now {RENAMED[dotted]!r}; it still works.",
+                FutureWarning,
+                stacklevel=2,
+            )
+        dotted = RENAMED[dotted]
     section, _, key = dotted.partition(".")
     if section not in RULES or key not in RULES[section]:
         valid = ", ".join(f"{s}.{k}" for s in RULES for k in RULES[s])
@@ -299,5 +316,5 @@ def read_saved_config(path):
     config = default_config()
     for section, values in saved.items():
         for key, value in values.items():
-            set_value(config, f"{section}.{key}", value)
+            set_value(config, f"{section}.{key}", value, warn_renamed=False)
     return config

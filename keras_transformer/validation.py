@@ -1,36 +1,36 @@
 """Argument checks shared by the layers, the model and the training objects.
 
-Every check raises a `ValueError` that names the argument and the value it
-received, in the form Keras itself uses:
+Every check raises an `ArgumentError` (a `ValueError`) that names the
+argument and the value it received, in the form Keras itself uses:
 "`num_heads` must be a positive integer. Received: num_heads=0".
 """
 
 import numbers
 
 from keras import backend
-from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
-
-class ConfigError(ValueError):
-    """A run configuration key or value that is not allowed (`keras_transformer.config`)."""
+from keras_transformer.compat import in_symbolic_scope
+from keras_transformer.errors import ArgumentError
 
 
 def check_positive_int(name, value):
     """Raises unless `value` is an integer > 0 (booleans are not integers)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        raise ArgumentError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
 
 
 def check_rate(name, value):
     """Raises unless `value` is a number in [0, 1) (a dropout rate)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < 1:
-        raise ValueError(f"`{name}` must be a number in [0, 1). Received: {name}={value!r}")
+        raise ArgumentError(f"`{name}` must be a number in [0, 1). Received: {name}={value!r}")
 
 
 def check_choice(name, value, choices):
     """Raises unless `value` is one of `choices`."""
     if value not in choices:
-        raise ValueError(f"`{name}` must be one of {sorted(choices)}. Received: {name}={value!r}")
+        raise ArgumentError(
+            f"`{name}` must be one of {sorted(choices)}. Received: {name}={value!r}"
+        )
 
 
 def check_token_ids(name, token_ids):
@@ -43,7 +43,7 @@ def check_token_ids(name, token_ids):
     """
     dtype = backend.standardize_dtype(token_ids.dtype)
     if "int" not in dtype and not in_symbolic_scope():
-        raise ValueError(
+        raise ArgumentError(
             f"`{name}` must be integer token ids of shape (batch, seq). "
             f"Received: {name} with dtype={dtype}"
         )
@@ -57,6 +57,6 @@ def check_token_ids_shape(name, shape):
     except TypeError:
         pass
     if not isinstance(shape, tuple) or len(shape) != 2:
-        raise ValueError(
+        raise ArgumentError(
             f"`{name}` must have rank 2, (batch, seq). Received: {name} with shape={shape}"
         )

@@ -47,10 +47,13 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer.config import load_config
-from keras_transformer.datasets import load_corpus
+from keras_transformer.run import (
+    build_model,
+    compile_from_config,
+    corpus_split,
+    score_translations,
+)
 from keras_transformer.text import make_batches, padding_fraction, train_tokenizer
-from keras_transformer.training import compile_model
-from keras_transformer.workflow import build_model, score_translations
 
 # %% [markdown]
 # ## The recipe
@@ -74,9 +77,9 @@ for section in ("tokenizer", "model", "train", "decode"):
     print(section, config[section])
 
 keras.utils.set_random_seed(train_options["seed"])
-train = load_corpus(data, data["train_split"])[: data["train_limit"]]
-val = load_corpus(data, data["val_split"])
-test = load_corpus(data, data["test_split"])
+train = corpus_split(data, data["train_split"])[: data["train_limit"]]
+val = corpus_split(data, data["val_split"])
+test = corpus_split(data, data["test_split"])
 if TINY:
     val, test = val[:200], test[:100]
 print(len(train), len(val), len(test))
@@ -101,7 +104,7 @@ print(f"padding in the training batches: {padding_fraction(train_batches.dataset
 
 # %% [markdown]
 # ## Train
-# `build_model` passes the config's `model` section to `kt.Transformer`; `compile_model` sets
+# `build_model` passes the config's `model` section to `kt.Transformer`; `compile_from_config` sets
 # the paper's Adam and warm-up schedule (`kt.transformer_optimizer`), the label-smoothed
 # masked loss and the masked accuracy. `LastEpochs` keeps the weights of the last five epochs,
 # whose average translates (the README compares it with single epochs on validation).
@@ -120,7 +123,7 @@ class LastEpochs(keras.callbacks.Callback):
 
 
 model = build_model(config, tokenizer.vocab_size, tokenizer.vocab_size)
-compile_model(model, train_options)
+compile_from_config(model, train_options)
 last_epochs = LastEpochs(5)
 history = model.fit(
     train_batches.dataset,

@@ -18,6 +18,18 @@ def fresh_keras_state():
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A run directory written by keras_transformer 0.1.0, and what it translated then.
+RUN_0_1_0 = os.path.join(REPO, "tests", "data", "run_0_1_0")
+
+
+@pytest.fixture
+def run_0_1_0(tmp_path):
+    """A copy of `RUN_0_1_0`, so that nothing is written into the repository."""
+    import shutil
+
+    copy = tmp_path / "run_0_1_0"
+    shutil.copytree(RUN_0_1_0, copy)
+    return copy
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import sys
 
 import keras
 
-from keras_transformer import cli, workflow
+from keras_transformer import cli, run
 
 
 class InterruptAt(keras.callbacks.Callback):
@@ -51,7 +51,7 @@ def main():
     # job control inherits SIGINT ignored, and Python then installs no handler.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupt = InterruptAt(args.epoch, args.batch, args.action)
-    workflow.train = functools.partial(workflow.train, callbacks=[interrupt])
+    run.train = functools.partial(run.train, callbacks=[interrupt])
     sys.exit(cli.main([a for a in args.cli_arguments if a != "--"]))
 
 

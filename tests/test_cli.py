@@ -81,7 +81,7 @@ def test_evaluate_reports_sacrebleu_and_writes_hypotheses(run, capsys):
 def test_translation_scores_are_sacrebleus_with_each_tokenization():
     import sacrebleu
 
-    from keras_transformer.workflow import score_translations
+    from keras_transformer.run import score_translations
 
     hypotheses = ["„Ein Hund“ läuft—schnell.", "Zwei Kinder spielen im Park."]
     references = ["„Ein Hund“ rennt—schnell.", "zwei Kinder spielen im Garten."]
@@ -209,7 +209,7 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
 
 def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
     import keras_transformer as kt
-    from keras_transformer import workflow
+    from keras_transformer import run as runs
 
     sources = ["twenty-one", "three hundred and four", ""]
     targets = ["einundzwanzig", "dreihundertvier", "null"]
@@ -223,7 +223,7 @@ def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
 
     # The reference: the masked cross-entropy of the same pairs (padding and BOS
     # blocked as in the searches) times the number of target tokens.
-    _, model, tokenizer, _ = workflow.load_run(run)
+    _, model, tokenizer, _ = runs.load_run(run)
     loss = kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0, reduction="sum")
     for (log_prob, tokens, per_token), source, target in zip(
         printed, sources, targets, strict=True
@@ -452,8 +452,8 @@ def test_tensorflow_start_up_lines_show_only_with_verbose(tmp_path):
 
 
 def test_train_streams_a_sharded_corpus_and_samples_its_tokenizer_text(tmp_path, monkeypatch):
-    from keras_transformer import workflow
     from keras_transformer.datasets import numbers_corpus
+    from keras_transformer.run import directory
 
     data = tmp_path / "data"
     data.mkdir()
@@ -467,8 +467,8 @@ def test_train_streams_a_sharded_corpus_and_samples_its_tokenizer_text(tmp_path,
         trained_on.append(list(texts))
         return train_tokenizer(kind, texts, size)
 
-    train_tokenizer = workflow.train_tokenizer
-    monkeypatch.setattr(workflow, "train_tokenizer", recording_train_tokenizer)
+    train_tokenizer = directory.train_tokenizer
+    monkeypatch.setattr(directory, "train_tokenizer", recording_train_tokenizer)
     overrides = ["data.corpus=files", f"data.directory={data}", "tokenizer.sample_size=250"]
     assert tiny_train(tmp_path / "run", *overrides, "train.epochs=1") == 0
     assert len(trained_on) == 1 and len(trained_on[0]) == 250  # of 600 sentences

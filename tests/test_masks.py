@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_transformer.layers import masks
+from keras_transformer.layers import cache, masks
 
 
 def test_padding_mask_is_true_at_real_tokens_with_broadcast_shape():
@@ -68,7 +68,7 @@ def test_merge_masks_ands_and_skips_none():
 
 
 def test_cache_mask_opens_positions_up_to_the_step():
-    mask = ops.convert_to_numpy(masks.cache_mask(5, 2))
+    mask = ops.convert_to_numpy(cache.own_slot_mask(5, 2))
     assert mask.shape == (1, 1, 1, 5)
     np.testing.assert_array_equal(mask[0, 0, 0], np.arange(5) <= 2)
 
@@ -77,7 +77,7 @@ def test_lineage_mask_opens_each_hypothesis_own_slot_at_each_position_up_to_the_
     rng = np.random.default_rng(0)
     batch, beams, length, step = 2, 3, 5, 3
     lineage = rng.integers(0, beams, (batch, beams, length)).astype("int32")
-    mask = ops.convert_to_numpy(masks.lineage_mask(lineage, step))
+    mask = ops.convert_to_numpy(cache.lineage_mask(lineage, step))
     expected = np.zeros((batch, 1, beams, length * beams), bool)
     for b in range(batch):
         for j in range(beams):
@@ -87,9 +87,9 @@ def test_lineage_mask_opens_each_hypothesis_own_slot_at_each_position_up_to_the_
 
 
 def test_cache_mask_of_several_hypotheses_opens_each_its_own_slot():
-    mask = ops.convert_to_numpy(masks.cache_mask(8, 2, beams=2))  # 4 positions, 2 slots
+    mask = ops.convert_to_numpy(cache.own_slot_mask(8, 2, beams=2))  # 4 positions, 2 slots
     assert mask.shape == (1, 1, 2, 8)
     np.testing.assert_array_equal(mask[0, 0, 0], [1, 0, 1, 0, 1, 0, 0, 0])
     np.testing.assert_array_equal(mask[0, 0, 1], [0, 1, 0, 1, 0, 1, 0, 0])
     own_slots = np.broadcast_to(np.arange(2)[None, :, None], (1, 2, 4))  # (B, k, L) lineage
-    np.testing.assert_array_equal(mask, ops.convert_to_numpy(masks.lineage_mask(own_slots, 2)))
+    np.testing.assert_array_equal(mask, ops.convert_to_numpy(cache.lineage_mask(own_slots, 2)))

@@ -6,10 +6,12 @@ from conftest import load_tiny_translation
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.inference import beam_search, greedy_search, length_penalty, sample
-from keras_transformer.inference import search as search_module
+from keras_transformer.inference import loop as search_module
+from keras_transformer.inference.adapters import HypothesisRows
 from keras_transformer.inference.ensemble import Ensemble
+from keras_transformer.inference.loop import cache_lengths
 from keras_transformer.inference.scoring import score_outputs
-from keras_transformer.inference.search import HypothesisRows, cache_lengths, top_k_by_blocks
+from keras_transformer.inference.top_k import top_k_by_blocks
 
 BOS, EOS = 2, 3
 
@@ -45,7 +47,7 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first, shar
     cache = model.initial_cache(state, max_length=10)
     steps = []
     for t in range(6):
-        logits, cache = model.decode_step(target[:, t], t, cache, state)
+        logits, cache, _ = model.decode_step(target[:, t], t, cache, state)
         steps.append(logits.numpy())
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
@@ -72,7 +74,7 @@ def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_ow
     for t in range(5):
         if t in cache_lengths:
             cache = model.grow_cache(cache, cache_lengths[cache_lengths.index(t) + 1])
-        logits, cache = model.decode_step(tokens[t].reshape(-1), t, cache, state)
+        logits, cache, _ = model.decode_step(tokens[t].reshape(-1), t, cache, state)
         logits = logits.numpy().reshape(2, k, -1)
         for b in range(2):
             for j in range(k):
@@ -165,7 +167,7 @@ def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(
     growing, fixed = model, FixedCache(model)
     if search == "ensemble":
         growing, fixed = Ensemble([model, model]), Ensemble([model, fixed])
-        assert hasattr(growing, "grow_cache") and not hasattr(fixed, "grow_cache")
+        assert growing.grows_cache and not fixed.grows_cache
     grown = run(growing, source, BOS, eos_id, max_length=40, **options)
     whole = run(fixed, source, BOS, eos_id, max_length=40, **options)
     np.testing.assert_array_equal(grown[0].numpy(), whole[0].numpy())

@@ -266,7 +266,7 @@ class KerasOwnStep(kt.Transformer):
 def test_logits_at_real_tokens_train_as_keras_own_step_on_all_logits():
     import tensorflow as tf
 
-    from keras_transformer.training.accumulation import forward
+    from keras_transformer.models.train_step import forward
 
     rng = np.random.default_rng(3)
     source = rng.integers(1, 40, (6, 7)).astype("int32")

@@ -91,12 +91,12 @@ def test_an_ensemble_averages_log_probabilities_and_needs_one_vocabulary(parts):
     source = np.array([[5, 6, 3]], "int32")
     state = ensemble.encode(source)
     cache = ensemble.initial_cache(state, 4)
-    logits, _ = ensemble.decode_step(np.array([2], "int32"), 0, cache, state)
+    logits, _, _ = ensemble.decode_step(np.array([2], "int32"), 0, cache, state)
     expected = []
     for member in (model, other):
         own = member.encode(source)
         own_cache = member.initial_cache(own, 4)
-        own_logits, _ = member.decode_step(np.array([2], "int32"), 0, own_cache, own)
+        own_logits, _, _ = member.decode_step(np.array([2], "int32"), 0, own_cache, own)
         expected.append(tf.nn.log_softmax(own_logits).numpy())
     mean = np.mean(expected, axis=0)  # the renormalized mean of the log-probabilities
     expected_log_probs = mean - np.logaddexp.reduce(mean, axis=-1, keepdims=True)

@@ -5,6 +5,8 @@ import random
 
 import tensorflow as tf
 
+from keras_transformer.errors import ArgumentError
+
 
 @dataclasses.dataclass
 class ParallelCorpus:
@@ -20,7 +22,7 @@ class ParallelCorpus:
 
     def __post_init__(self):
         if len(self.sources) != len(self.targets):
-            raise ValueError(
+            raise ArgumentError(
                 "A parallel corpus needs as many targets as sources. "
                 f"Received: {len(self.sources)} sources and {len(self.targets)} targets"
             )

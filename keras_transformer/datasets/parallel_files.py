@@ -5,6 +5,7 @@ import os
 
 from keras_transformer.datasets.corpus import ParallelCorpus
 from keras_transformer.datasets.streaming import split_file_pairs
+from keras_transformer.errors import ArgumentError
 
 
 def read_lines(path):
@@ -23,7 +24,7 @@ def read_lines(path):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise ValueError(
+                raise ArgumentError(
                     f"{path!r} is not UTF-8: line {number} has an invalid byte at "
                     f"position {error.start}: {raw[:80]!r}"
                 ) from None
@@ -51,7 +52,7 @@ def load_parallel_files(source_path, target_path):
     sources = read_lines(source_path)
     targets = read_lines(target_path)
     if len(sources) != len(targets):
-        raise ValueError(
+        raise ArgumentError(
             f"Parallel files differ in line count: {source_path!r} has {len(sources)} "
             f"lines, {target_path!r} has {len(targets)}"
         )

@@ -1,4 +1,4 @@
-"""The corpus a run's `data` configuration section names, one split at a time."""
+"""One split of a corpus named by its kind: the built-in numbers, text files, TSV or TFDS."""
 
 import os
 
@@ -10,64 +10,80 @@ from keras_transformer.datasets.parallel_files import load_split
 from keras_transformer.datasets.streaming import StreamingCorpus
 from keras_transformer.datasets.tfds import load_tfds
 from keras_transformer.datasets.tsv import load_tsv
-from keras_transformer.validation import ConfigError
+from keras_transformer.errors import ArgumentError
+
+CORPUS_KINDS = ("numbers", "files", "tsv", "tfds")
 
 
-def load_corpus(data, split, stream=False):
-    """The `split` of the corpus that the `data` config section names.
+def load_corpus(
+    kind,
+    split,
+    source_lang="de",
+    target_lang="en",
+    directory=None,
+    path=None,
+    name=None,
+    stream=False,
+    split_names=("train", "val", "test"),
+):
+    """The `split` of a corpus of one of `CORPUS_KINDS`.
 
     Args:
-        data: the `data` section of a run configuration (`corpus`,
-            `source_lang`, `target_lang`, and `directory`, `path` or `name`).
-        split: a split name, e.g. `data["train_split"]`.
+        kind: `"numbers"` (built in), `"files"` (`{split}.{lang}[.gz]`, or
+            shards `{split}-*.{lang}[.gz]`, in `directory`), `"tsv"` (the
+            file `path`, split 96/2/2 by a fixed shuffle) or `"tfds"` (the
+            TensorFlow Datasets set `name`).
+        split: a split name, e.g. `"train"`.
+        source_lang, target_lang: the languages' codes.
+        directory: for `files`; environment variables in it are expanded.
+        path: for `tsv`.
+        name: for `tfds`.
         stream: for `files`, a `StreamingCorpus` that reads the files as
             they are needed instead of a list in memory.
+        split_names: the names of the training, validation and test splits
+            of a TSV file.
 
     Returns:
         A `ParallelCorpus`, or a `StreamingCorpus` when streaming files.
 
     Raises:
-        ConfigError: if the section lacks what its corpus type needs.
+        ArgumentError: if `kind` is unknown or lacks what it needs.
 
     Example:
     ```python
-    corpus = load_corpus(load_config()["data"], "val")  # the built-in numbers
+    corpus = load_corpus("numbers", "val")
     ```
     """
-    corpus, src, tgt = data["corpus"], data["source_lang"], data["target_lang"]
-    if corpus == "numbers":
-        return numbers_corpus(split, src, tgt)
-    if corpus == "files":
-        directory = os.path.expandvars(data["directory"] or "")
-        if not directory or "$" in directory:
-            raise ConfigError(
-                "data.corpus=files needs data.directory (environment variables in it "
-                f"must be set). Received: {data['directory']!r}"
+    if kind == "numbers":
+        return numbers_corpus(split, source_lang, target_lang)
+    if kind == "files":
+        expanded = os.path.expandvars(directory or "")
+        if not expanded or "$" in expanded:
+            raise ArgumentError(
+                "A corpus of files needs a `directory` (environment variables in it "
+                f"must be set). Received: directory={directory!r}"
             )
         if stream:
-            return StreamingCorpus.from_directory(directory, split, src, tgt)
-        return load_split(directory, split, src, tgt)
-    if corpus == "tsv":
-        if not data["path"]:
-            raise ConfigError("data.corpus=tsv needs data.path")
-        return tsv_split(load_tsv(data["path"]), split, data)
-    if corpus == "tfds":
-        if not data["name"]:
-            raise ConfigError("data.corpus=tfds needs data.name")
-        return load_tfds(data["name"], split)
-    raise ConfigError(f"data.corpus must be numbers, files, tsv or tfds. Received: {corpus!r}")
+            return StreamingCorpus.from_directory(expanded, split, source_lang, target_lang)
+        return load_split(expanded, split, source_lang, target_lang)
+    if kind == "tsv":
+        if not path:
+            raise ArgumentError("A TSV corpus needs a `path`. Received: path=None")
+        return tsv_split(load_tsv(path), split, split_names)
+    if kind == "tfds":
+        if not name:
+            raise ArgumentError("A TFDS corpus needs a `name`. Received: name=None")
+        return load_tfds(name, split)
+    raise ArgumentError(f"`kind` must be one of {CORPUS_KINDS}. Received: kind={kind!r}")
 
 
-def tsv_split(corpus, split, data):
+def tsv_split(corpus, split, split_names):
     """A fixed shuffle of a TSV file: the last 2% is test, the 2% before it val."""
     order = np.random.default_rng(0).permutation(len(corpus))
     held = max(1, len(corpus) // 50)
-    parts = {
-        data["train_split"]: order[: -2 * held],
-        data["val_split"]: order[-2 * held : -held],
-        data["test_split"]: order[-held:],
-    }
+    train, val, test = split_names
+    parts = {train: order[: -2 * held], val: order[-2 * held : -held], test: order[-held:]}
     if split not in parts:
-        raise ConfigError(f"A TSV corpus has the splits {sorted(parts)}. Received: {split!r}")
+        raise ArgumentError(f"A TSV corpus has the splits {sorted(parts)}. Received: {split!r}")
     chosen = parts[split]
     return ParallelCorpus([corpus.sources[i] for i in chosen], [corpus.targets[i] for i in chosen])

@@ -13,6 +13,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.errors import ArgumentError
+
 LINES_PER_BLOCK = 1024  # lines read, and checked for alignment, at a time
 
 
@@ -54,7 +56,7 @@ def split_file_pairs(directory, split, source_lang, target_lang):
     source_names = [shard_name(p, source_lang) for p in sources]
     target_names = [shard_name(p, target_lang) for p in targets]
     if source_names != target_names:
-        raise ValueError(
+        raise ArgumentError(
             f"The {source_lang} and {target_lang} shards of {split!r} in {directory!r} "
             f"do not pair up: {source_names} and {target_names}"
         )
@@ -83,7 +85,7 @@ class StreamingCorpus:
     def __init__(self, source_files, target_files, limit=None):
         source_files, target_files = list(source_files), list(target_files)
         if not source_files or len(source_files) != len(target_files):
-            raise ValueError(
+            raise ArgumentError(
                 "A streaming corpus needs one target file per source file, and at least one. "
                 f"Received: {len(source_files)} source and {len(target_files)} target files"
             )

@@ -1,6 +1,7 @@
 """Translation data sets from TensorFlow Datasets (the optional `tfds` extra)."""
 
 from keras_transformer.datasets.corpus import ParallelCorpus
+from keras_transformer.errors import RunError
 
 
 def load_tfds(name, split, data_dir=None, download=True):
@@ -32,7 +33,7 @@ def load_tfds(name, split, data_dir=None, download=True):
             name, split=split, data_dir=data_dir, as_supervised=True, download=download
         )
     except Exception as error:
-        raise RuntimeError(
+        raise RunError(
             f"Could not load TFDS data set {name!r} (split {split!r}): {error}. "
             "Without internet access, prepare it elsewhere and pass its `data_dir`."
         ) from None

@@ -2,6 +2,7 @@
 
 from keras_transformer.datasets.corpus import ParallelCorpus
 from keras_transformer.datasets.parallel_files import read_lines
+from keras_transformer.errors import ArgumentError
 
 
 def load_tsv(path, source_column=0, target_column=1):
@@ -29,7 +30,7 @@ def load_tsv(path, source_column=0, target_column=1):
             continue
         columns = line.split("\t")
         if len(columns) < needed:
-            raise ValueError(
+            raise ArgumentError(
                 f"{path!r} line {number} has {len(columns)} tab-separated column(s), "
                 f"{needed} needed: {line[:80]!r}"
             )

@@ -8,6 +8,7 @@ from keras_transformer.export.ctranslate2 import (
 )
 from keras_transformer.export.saved_model import (
     IDS_SIGNATURE,
+    SAVED_MODELS_DIR,
     SERVING_SIGNATURE,
     export_translator,
     next_version,
@@ -16,6 +17,7 @@ from keras_transformer.export.saved_model import (
 __all__ = [
     "CTranslate2Translator",
     "IDS_SIGNATURE",
+    "SAVED_MODELS_DIR",
     "SERVING_SIGNATURE",
     "ctranslate2_spec",
     "export_ctranslate2",

@@ -34,6 +34,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.constants import BOS_ID, EOS_ID, UNK_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.text import load_tokenizer
 
@@ -62,7 +65,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
     Args:
         model: a built `keras_transformer.Transformer`.
         source_pieces: the source vocabulary, `source_pieces[i]` the piece of id
-            `i`; ids 1, 2, 3 are the unknown piece, BOS and EOS.
+            `i`; the special ids are the package's (`constants`).
         target_pieces: the target vocabulary, likewise.
         positions: rows of the sinusoidal table, the longest sequence the
             CTranslate2 model can read or write.
@@ -83,7 +86,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
     specs = ct2.specs
     activation = keras.activations.serialize(model.activation)
     if activation not in _ACTIVATIONS:
-        raise ValueError(
+        raise ArgumentError(
             f"CTranslate2 has no activation {activation!r}; it has {sorted(_ACTIVATIONS)}."
         )
     spec = specs.TransformerSpec.from_config(
@@ -101,7 +104,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
         for layer_spec, block in zip(stack_spec.layer, stack.blocks, strict=True):
             _set_self_attention(layer_spec.self_attention, block.self_attention)
             _set_norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
-            if hasattr(block, "cross_attention"):
+            if isinstance(block, DecoderLayer):
                 _set_cross_attention(layer_spec.attention, block.cross_attention)
                 _set_norm(layer_spec.attention.layer_norm, block.cross_attention_norm)
             _set_linear(layer_spec.ffn.linear_0, block.feed_forward.inner)
@@ -118,8 +121,9 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
     spec.register_source_vocabulary(_vocabulary(source_pieces, model.input_vocab_size, "source"))
     target = _vocabulary(target_pieces, model.target_vocab_size, "target")
     spec.register_target_vocabulary(target)
-    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = target[1:4]
-    spec.config.decoder_start_token = target[2]
+    spec.config.unk_token = target[UNK_ID]
+    spec.config.bos_token = spec.config.decoder_start_token = target[BOS_ID]
+    spec.config.eos_token = target[EOS_ID]
     return spec
 
 
@@ -127,7 +131,7 @@ def _vocabulary(pieces, model_vocab_size, side):
     """`pieces`, filled up to the model's vocabulary with pieces no text spells."""
     pieces = list(pieces)
     if len(pieces) > model_vocab_size:
-        raise ValueError(
+        raise ArgumentError(
             f"The {side} vocabulary has {len(pieces)} pieces, the model only "
             f"{model_vocab_size} ids."
         )
@@ -235,7 +239,7 @@ def export_ctranslate2(translator, directory, quantization=None):
     """
     directory = os.fspath(directory)
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ValueError(
+        raise ArgumentError(
             f"Unknown quantization {quantization!r}; expected one of {QUANTIZATIONS} or None."
         )
     if os.path.exists(directory):
@@ -347,7 +351,10 @@ class CTranslate2Translator:
         ]
         targets = self.translate_pieces(source, max_batch_size)
         target_ids = tf.ragged.constant(
-            [[self._target_ids.get(p, 1) for p in row] for row in targets],
+            [
+                [self._target_ids.get(p, self.target_tokenizer.unk_id) for p in row]
+                for row in targets
+            ],
             dtype=tf.int32,
             ragged_rank=1,
         )

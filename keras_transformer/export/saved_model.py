@@ -9,11 +9,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+from keras_transformer.constants import FIRST_PIECE_ID
+from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 WARMUP_FILE = "tf_serving_warmup_requests"
+SAVED_MODELS_DIR = "saved_models"  # the default parent of exported models
 
 
 def next_version(model_dir):
@@ -25,7 +28,7 @@ def next_version(model_dir):
 
 
 def export_translator(
-    translator, name, base_dir="saved_models", version=None, text=True, xla=False, warmup=True
+    translator, name, base_dir=SAVED_MODELS_DIR, version=None, text=True, xla=False, warmup=True
 ):
     """Saves `translator` to `{base_dir}/{name}/{version}/`, ready for TF Serving.
 
@@ -46,7 +49,7 @@ def export_translator(
     `tensorflow_model_server` disables XLA JIT compilation unless started
     with `--xla_cpu_compilation_enabled=true`, and a function that must be
     compiled fails on its first request there. `xla=True` keeps the
-    XLA-compiled search (about 1.6x faster here) for servers started with
+    XLA-compiled search, faster on a CPU, for servers started with
     that flag.
 
     The version is written into a temporary directory beside its final
@@ -85,7 +88,7 @@ def export_translator(
     ```
     """
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name or "") or name in (".", ".."):
-        raise ValueError(
+        raise ArgumentError(
             "`name` must be a plain directory name (letters, digits, _ . -). "
             f"Received: name={name!r}"
         )
@@ -145,7 +148,7 @@ def warmup_requests(translator, text):
     times, then EOS, up to `max_source_length` tokens; the strings are
     their detokenized text.
     """
-    eos, piece = translator.source_tokenizer.eos_id, translator.source_tokenizer.eos_id + 1
+    eos, piece = translator.source_tokenizer.eos_id, FIRST_PIECE_ID
     requests = []
     length = 8
     while length // 2 < translator.max_source_length:

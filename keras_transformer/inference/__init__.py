@@ -1,7 +1,11 @@
 """Decoding a trained model: cached greedy and beam search, sampling, and the Translator."""
 
+from keras_transformer.inference.adapters import HypothesisRows
+from keras_transformer.inference.beam_search import beam_search
 from keras_transformer.inference.ensemble import Ensemble
-from keras_transformer.inference.search import beam_search, greedy_search, length_penalty, sample
+from keras_transformer.inference.greedy import greedy_search
+from keras_transformer.inference.probabilities import length_penalty
+from keras_transformer.inference.sampling import sample
 from keras_transformer.inference.translator import (
     Translator,
     translate_lines,
@@ -10,6 +14,7 @@ from keras_transformer.inference.translator import (
 
 __all__ = [
     "Ensemble",
+    "HypothesisRows",
     "Translator",
     "beam_search",
     "greedy_search",

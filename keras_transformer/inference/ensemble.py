@@ -2,15 +2,16 @@
 
 import tensorflow as tf
 
-from keras_transformer.inference.search import beam_decoder
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.adapters import as_step, as_step_model
+from keras_transformer.models.step import Step, StepModel
 
 
-class Ensemble(tf.Module):
+class Ensemble(tf.Module, StepModel):
     """Averages the log-probabilities of several models at every decoding step.
 
-    Each model keeps its own state and cache; the ensemble has the step
-    interface of `Transformer` (`encode`, `initial_cache`, `decode_step`,
-    `reorder_cache`, and `grow_cache` where every model has it), so
+    Each model keeps its own state and cache; the ensemble is a
+    `models.StepModel` (it grows its cache where every model does), so
     every search and `Translator` take it in place of one model. Its
     `decode_step` returns the mean of the models' logits: each model's
     log-probabilities are its logits minus a constant per row, so after the
@@ -20,7 +21,7 @@ class Ensemble(tf.Module):
 
     Args:
         models: a list of trained `keras_transformer.Transformer`s (or
-            objects with their step interface).
+            other objects with the step interface).
 
     Raises:
         ValueError: if `models` is empty or their vocabulary sizes differ.
@@ -36,18 +37,17 @@ class Ensemble(tf.Module):
         super().__init__(name="ensemble")
         models = list(models)
         if not models:
-            raise ValueError("`models` must hold at least one model. Received: []")
+            raise ArgumentError("`models` must hold at least one model. Received: []")
         sizes = {(m.input_vocab_size, m.target_vocab_size) for m in models}
         if len(sizes) > 1:
-            raise ValueError(
+            raise ArgumentError(
                 "The models of an ensemble must share their vocabularies. Received "
                 f"(input_vocab_size, target_vocab_size) of {sorted(sizes)}"
             )
         self.models = models
-        self.decoders = [beam_decoder(model) for model in models]
+        self.decoders = [as_step_model(model) for model in models]
         self.input_vocab_size, self.target_vocab_size = sizes.pop()
-        if all(hasattr(decoder, "grow_cache") for decoder in self.decoders):
-            self.grow_cache = self._grow_cache
+        self.grows_cache = all(decoder.grows_cache for decoder in self.decoders)
 
     def encode(self, source_ids):
         """Each model's decoding state, a tuple in the order of `models`."""
@@ -61,23 +61,22 @@ class Ensemble(tf.Module):
         )
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
-        """`(mean logits (B, V) float32, cache)` of one step of every model.
+        """A `Step` of the mean logits `(B, V)` float32 of every model.
 
-        With `attention_layer`, also the models' mean cross-attention `(B, S)`
-        in that layer.
+        With `attention_layer`, its attention is the models' mean
+        cross-attention `(B, S)` in that layer.
         """
-        extra = {} if attention_layer is None else {"attention_layer": attention_layer}
         steps = [
-            decoder.decode_step(token_ids, step, own_cache, own_state, **extra)
+            as_step(decoder.decode_step(token_ids, step, own_cache, own_state, attention_layer))
             for decoder, own_cache, own_state in zip(self.decoders, cache, state, strict=True)
         ]
-        logits = tf.add_n([outputs[0] for outputs in steps]) / len(steps)  # (B, V)
-        cache = tuple(outputs[1] for outputs in steps)
-        if attention_layer is None:
-            return logits, cache
-        return logits, cache, tf.add_n([outputs[2] for outputs in steps]) / len(steps)
+        logits = tf.add_n([s.logits for s in steps]) / len(steps)  # (B, V)
+        attention = None
+        if attention_layer is not None:
+            attention = tf.add_n([s.attention for s in steps]) / len(steps)  # (B, S)
+        return Step(logits, tuple(s.cache for s in steps), attention)
 
-    def _grow_cache(self, cache, max_length):
+    def grow_cache(self, cache, max_length):
         """Each model's cache grown (`Transformer.grow_cache`), where all models can."""
         return tuple(
             decoder.grow_cache(own, max_length)

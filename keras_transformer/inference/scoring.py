@@ -7,7 +7,10 @@ as the searches rank it.
 
 import numpy as np
 
-from keras_transformer.inference.search import length_penalty, log_softmax_without_pad_and_bos
+from keras_transformer.inference.probabilities import (
+    length_penalty,
+    log_softmax_without_pad_and_bos,
+)
 
 
 def output_lengths(target_ids, eos_id):

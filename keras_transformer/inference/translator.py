@@ -3,18 +3,14 @@
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.inference.search import (
-    ALPHA,
-    BEAM_SIZE,
-    MAX_LENGTH,
-    beam_search,
-    check_sampling,
-    greedy_search,
-    length_penalty,
-    sample,
-)
+from keras_transformer.constants import PAD_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.beam_search import beam_search
+from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
+from keras_transformer.inference.greedy import greedy_search
+from keras_transformer.inference.probabilities import length_penalty
+from keras_transformer.inference.sampling import check_sampling, sample
 from keras_transformer.layers.base import arguments_of
-from keras_transformer.layers.masks import PAD_ID
 from keras_transformer.validation import check_positive_int
 
 
@@ -41,8 +37,8 @@ class Translator(tf.Module):
         alpha: length penalty of beam search (and of the scores `translate`
             reports). Defaults to 0.6.
         max_source_length: longest source in tokens, EOS included.
-        jit_compile: whether to compile the search with XLA (about 2x faster
-            on CPU here); the tokenizers always run uncompiled.
+        jit_compile: whether to compile the search with XLA (faster on a
+            CPU; README, "Benchmarks"); the tokenizers always run uncompiled.
         n_best: hypotheses `translate` returns per sentence: the N best of
             beam search (at most `beam_size`), or N samples. Defaults to 1.
         sample: draw tokens at random (`inference.sample`) instead of
@@ -92,7 +88,7 @@ class Translator(tf.Module):
         if sample:
             check_sampling(temperature, top_k, top_p)
         elif n_best > beam_size:
-            raise ValueError(
+            raise ArgumentError(
                 "`n_best` can be at most `beam_size` (or use `sample=True`). "
                 f"Received: n_best={n_best}, beam_size={beam_size}"
             )
@@ -101,7 +97,7 @@ class Translator(tf.Module):
             ("target", target_tokenizer, model.target_vocab_size),
         ]:
             if tokenizer.vocab_size > model_vocab:
-                raise ValueError(
+                raise ArgumentError(
                     f"The {side} tokenizer does not fit the model: it has "
                     f"{tokenizer.vocab_size} ids, the model's {side} vocabulary "
                     f"{model_vocab}."
@@ -184,13 +180,13 @@ class Translator(tf.Module):
         if lengths is None:
             return
         if sentence_count is not None and sentence_count != len(lengths):
-            raise ValueError(
+            raise ArgumentError(
                 f"Give one prefix per sentence. Received: {sentence_count} sentences, "
                 f"{len(lengths)} prefixes"
             )
         if (lengths > self.max_length).any():
             row = int(np.argmax(lengths > self.max_length))
-            raise ValueError(
+            raise ArgumentError(
                 f"Prefix {row} has {lengths[row]} tokens, more than a translation's "
                 f"max_length={self.max_length}. Shorten the prefix or raise max_length."
             )
@@ -343,7 +339,7 @@ def translate_lines_with_scores(translator, lines, prefixes=None, batch_size=64)
     ```
     """
     if prefixes is not None and len(prefixes) != len(lines):
-        raise ValueError(
+        raise ArgumentError(
             f"Give one prefix per line. Received: {len(lines)} lines, {len(prefixes)} prefixes"
         )
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.errors import ArgumentError
+from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers import masks
 from keras_transformer.validation import check_positive_int, check_rate
 
@@ -139,7 +141,7 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_int("d_model", d_model)
         check_positive_int("num_heads", num_heads)
         if d_model % num_heads:
-            raise ValueError(
+            raise ArgumentError(
                 "`num_heads` must divide `d_model`. "
                 f"Received: d_model={d_model}, num_heads={num_heads}"
             )
@@ -167,7 +169,7 @@ class MultiHeadAttention(keras.layers.Layer):
             ("key", key_shape),
         ):
             if len(shape) != 3 or shape[-1] is None:
-                raise ValueError(
+                raise ArgumentError(
                     f"`{name}` must have rank 3, (batch, seq, features), with "
                     f"known features. Received: {name} with shape={tuple(shape)}"
                 )
@@ -262,10 +264,10 @@ class MultiHeadAttention(keras.layers.Layer):
         to one copy of its keys and values.
 
         Self-attention (`step` given): the keys and values of `query` are
-        written into the cache at entries `step * k .. step * k + k - 1`
-        (position `step`, one slot per hypothesis), and each query attends
-        to the entries `attention_mask` allows; without it, to positions
-        0..step of its own slot (`masks.cache_mask`). Cross-attention
+        written into the cache at position `step`, one slot per hypothesis
+        (`layers.cache`), and each query attends to the entries
+        `attention_mask` allows; without it, to positions 0..step of its
+        own slot (`cache.own_slot_mask`). Cross-attention
         (`step=None`): the queries attend to the cache as it is, e.g.
         `project_key_value(encoder_output)`.
 
@@ -276,7 +278,7 @@ class MultiHeadAttention(keras.layers.Layer):
             step: scalar int, the position of `query`, or None.
             value_mask: optional boolean `(B, L)`, True at real keys.
             attention_mask: optional boolean `(B, 1, k, L)`, True where a
-                hypothesis may attend (`masks.lineage_mask`).
+                hypothesis may attend (`cache.lineage_mask`).
             return_attention_scores: whether to also return the weights.
 
         Returns:
@@ -297,11 +299,9 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = attention_mask
         if step is not None:
             k, v = (self._per_row(t, rows) for t in self.project_key_value(query))  # (B, H, k, K)
-            start = (0, 0, step * ops.shape(q)[2], 0)
-            keys = ops.slice_update(keys, start, ops.cast(k, keys.dtype))
-            values = ops.slice_update(values, start, ops.cast(v, values.dtype))
-            if mask is None:
-                mask = masks.cache_mask(ops.shape(keys)[2], step, ops.shape(q)[2])  # (1, 1, k, L)
+            keys, values = cache_layout.write(keys, values, k, v, step)
+            if mask is None:  # (1, 1, k, L)
+                mask = cache_layout.own_slot_mask(ops.shape(keys)[2], step, ops.shape(q)[2])
         if value_mask is not None:
             mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
         outputs, scores = self._attend(q, keys, values, mask, training=False)

@@ -4,6 +4,7 @@ import inspect
 
 import keras
 
+from keras_transformer.errors import ArgumentError
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.positional_encoding import PositionalEmbedding
@@ -172,7 +173,7 @@ class TransformerStack(keras.layers.Layer):
                 name="embedding",
             )
         elif (embedding.vocab_size, embedding.d_model) != (vocab_size, d_model):
-            raise ValueError(
+            raise ArgumentError(
                 "`embedding` must have this stack's vocab_size and d_model. Received: "
                 f"embedding with vocab_size={embedding.vocab_size}, "
                 f"d_model={embedding.d_model} for vocab_size={vocab_size}, d_model={d_model}"

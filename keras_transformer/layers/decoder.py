@@ -3,7 +3,8 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers import masks
+from keras_transformer.errors import ArgumentError
+from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers.base import TransformerBlock, TransformerStack
 from keras_transformer.layers.residual import residual, sublayer_input
 from keras_transformer.validation import check_token_ids
@@ -113,7 +114,6 @@ class DecoderLayer(TransformerBlock):
         cross_cache,
         context_mask=None,
         self_mask=None,
-        return_attention=False,
     ):
         """Decodes one position from cached keys and values, as `call` would.
 
@@ -129,15 +129,13 @@ class DecoderLayer(TransformerBlock):
                 `(B, H, S, K)`, from `cross_attention.project_key_value`.
             context_mask: optional boolean `(B, S)`, True at real source tokens.
             self_mask: optional boolean `(B, 1, k, L * k)`, which self-attention
-                entries each hypothesis sees (`masks.lineage_mask`); without
-                it (k = 1), positions 0..step.
-            return_attention: whether to also return the cross-attention
-                weights.
+                entries each hypothesis sees (`cache.lineage_mask`); without
+                it, positions 0..step of its own slot.
 
         Returns:
-            `(outputs (B * k, 1, D), self_cache)` with position `step`
-            written; with `return_attention=True`, also the cross-attention
-            weights `(B * k, H, 1, S)`.
+            `(outputs (B * k, 1, D), self_cache, cross_attention)`: the cache
+            with position `step` written, and the cross-attention weights
+            `(B * k, H, 1, S)`.
         """
 
         def attend_to_target(y):  # to the cache up to `step`, which `y` is written into
@@ -151,8 +149,7 @@ class DecoderLayer(TransformerBlock):
             )
             return y, scores
 
-        x, self_cache, scores = self._sublayers(inputs, attend_to_target, attend_to_context, False)
-        return (x, self_cache, scores) if return_attention else (x, self_cache)
+        return self._sublayers(inputs, attend_to_target, attend_to_context, False)
 
     def _sublayers(self, inputs, attend_to_target, attend_to_context, training):
         """The three residual sublayers around two attention functions.
@@ -256,90 +253,37 @@ class Decoder(TransformerStack):
         x = self._final(x)
         return (x, scores) if return_attention_scores else x
 
-    def initial_cache(self, context, max_length, beam_size=1):
-        """The caches incremental decoding starts from.
-
-        Args:
-            context: encoder output `(B, S, D)`.
-            max_length: number of positions the self-attention cache holds.
-            beam_size: hypotheses decoded per row of `context`, k.
-
-        Returns:
-            Dict with `"self"`: `self_cache(B, max_length, beam_size)`; and
-            `"cross"`: `cross_cache(context)`.
-        """
-        return {
-            "self": self.self_cache(ops.shape(context)[0], max_length, beam_size),
-            "cross": self.cross_cache(context),
-        }
-
     def self_cache(self, batch_size, max_length, beam_size=1):
         """The empty self-attention cache of `beam_size` hypotheses per row.
 
         Args:
             batch_size: rows B (sentences).
             max_length: positions L each hypothesis can decode.
-            beam_size: hypotheses per row, k. They share the row: position
-                p of slot s is entry `p * k + s`.
+            beam_size: hypotheses per row, k, sharing the row (`layers.cache`).
 
         Returns:
-            Dict with `"layers"`: per layer an all-zero pair `(keys, values)`,
-            each `(B, H, L * k, K)`; and `"lineage"`: int32 `(B, k, L)`, the
-            slot that holds each hypothesis' entry of each position
-            (`masks.lineage_mask`), all zero.
+            A `cache.SelfAttentionCache`: per layer an all-zero pair
+            `(keys, values)`, each `(B, H, L * k, K)`, and a zero lineage
+            `(B, k, L)`.
         """
-        depth = self.d_model // self.num_heads
-        shape = (batch_size, self.num_heads, max_length * beam_size, depth)  # (B, H, L * k, K)
-        dtype = self.compute_dtype
-        return {
-            "layers": [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks],
-            "lineage": ops.zeros((batch_size, beam_size, max_length), "int32"),
-        }
-
-    def grow_self_cache(self, cache, max_length):
-        """`cache` with room for `max_length` positions, what it holds kept.
-
-        Position p of slot s is entry `p * k + s` at any length, so growing
-        appends zero entries (and zero lineage) after the last position.
-
-        Args:
-            cache: from `self_cache` or a decoding step, of L positions.
-            max_length: positions the grown cache holds, at least L.
-
-        Returns:
-            The cache of `self_cache(B, max_length, k)`, its first L
-            positions those of `cache`.
-
-        Example:
-        ```python
-        cache = decoder.self_cache(batch_size=2, max_length=16)
-        cache = decoder.grow_self_cache(cache, max_length=32)  # entries 16..31 zero
-        ```
-        """
-        lineage = cache["lineage"]  # (B, k, L)
-        beams, length = lineage.shape[1], lineage.shape[2]
-        if max_length < length:
-            raise ValueError(
-                "A cache can only grow. "
-                f"Received: max_length={max_length} for a cache of {length} positions"
-            )
-        more = max_length - length
-        entries = [(0, 0), (0, 0), (0, more * beams), (0, 0)]
-
-        def grow(pair):
-            return tuple(ops.pad(t, entries) for t in pair)  # (B, H, max_length * k, K)
-
-        return {
-            "layers": [grow(pair) for pair in cache["layers"]],
-            "lineage": ops.pad(lineage, [(0, 0), (0, 0), (0, more)]),  # (B, k, max_length)
-        }
+        return cache_layout.empty_cache(
+            batch_size,
+            self.num_layers,
+            self.num_heads,
+            self.d_model // self.num_heads,
+            max_length,
+            beam_size,
+            self.compute_dtype,
+        )
 
     def cross_cache(self, context):
         """Per layer the cross-attention pair `(keys, values)` of `context`, each `(B, H, S, K)`."""
         return [block.cross_attention.project_key_value(context) for block in self.blocks]
 
-    def call_with_cache(self, token_ids, step, cache, context_mask=None, attention_layer=None):
-        """Decodes position `step` from the token at that position and the cache.
+    def call_with_cache(
+        self, token_ids, step, self_cache, cross_cache, context_mask=None, attention_layer=None
+    ):
+        """Decodes position `step` from the token at that position and the caches.
 
         Gives the same output as `call` on the whole prefix, at position `step`,
         with dropout off, for each of the k hypotheses of every cache row.
@@ -348,46 +292,45 @@ class Decoder(TransformerStack):
             token_ids: integer `(B * k, 1)`, the token of each hypothesis at
                 position `step`, sentence-major.
             step: scalar int.
-            cache: the dict from `initial_cache`, filled up to `step - 1`.
+            self_cache: a `cache.SelfAttentionCache` from `self_cache`,
+                filled up to `step - 1`.
+            cross_cache: the list from `cross_cache`.
             context_mask: optional boolean `(B, S)`, True at real source tokens.
             attention_layer: optional index of a layer (-1: the last) whose
-                cross-attention weights, averaged over heads, to return too.
+                cross-attention weights, averaged over heads, to return.
 
         Returns:
-            `(outputs (B * k, 1, D), cache)` with position `step` written (in
-            slot j for hypothesis j); with `attention_layer`, also the
-            weights `(B * k, S)`.
+            `(outputs (B * k, 1, D), self_cache, attention)`: the cache with
+            position `step` written (in slot j for hypothesis j), and the
+            weights `(B * k, S)` of `attention_layer`, or None without it.
 
         Example:
         ```python
-        cache = decoder.initial_cache(memory, max_length=16)
-        x, cache = decoder.call_with_cache(np.array([[bos_id]]), 0, cache)
+        self_cache = decoder.self_cache(batch_size=1, max_length=16)
+        x, self_cache, _ = decoder.call_with_cache(
+            np.array([[bos_id]]), 0, self_cache, decoder.cross_cache(memory))
         ```
         """
         x = self.embedding(token_ids, start_index=step, training=False)  # (B * k, 1, D)
         chosen = None
         if attention_layer is not None:
             if not -self.num_layers <= attention_layer < self.num_layers:
-                raise ValueError(
+                raise ArgumentError(
                     f"`attention_layer` must index one of the {self.num_layers} decoder "
                     f"layers. Received: attention_layer={attention_layer}"
                 )
             chosen = range(self.num_layers)[attention_layer]
-        lineage = cache["self"]["lineage"]  # (B, k, L)
-        beams, length = lineage.shape[1], lineage.shape[2]
-        at_step = ops.arange(length)[None, None, :] == step  # (1, 1, L)
-        lineage = ops.where(at_step, ops.arange(beams)[None, :, None], lineage)  # own slot
-        self_mask = masks.lineage_mask(lineage, step)  # (B, 1, k, L * k)
-        self_caches = []
-        for index, (block, self_cache, cross_cache) in enumerate(
-            zip(self.blocks, cache["self"]["layers"], cache["cross"], strict=True)
+        lineage = cache_layout.claim_position(self_cache.lineage, step)  # (B, k, L)
+        self_mask = cache_layout.lineage_mask(lineage, step)  # (B, 1, k, L * k)
+        layers, attention = [], None
+        for index, (block, pair, cross_pair) in enumerate(
+            zip(self.blocks, self_cache.layers, cross_cache, strict=True)
         ):
-            x, self_cache, scores = block.call_with_cache(
-                x, step, self_cache, cross_cache, context_mask, self_mask, return_attention=True
+            x, pair, scores = block.call_with_cache(
+                x, step, pair, cross_pair, context_mask, self_mask
             )  # scores (B * k, H, 1, S)
             if index == chosen:
                 attention = ops.mean(scores[:, :, 0], axis=1)  # (B * k, S)
-            self_caches.append(self_cache)
-        cache = {"self": {"layers": self_caches, "lineage": lineage}, "cross": cache["cross"]}
-        outputs = (self._final(x), cache)
-        return outputs if chosen is None else (*outputs, attention)
+            layers.append(pair)
+        self_cache = cache_layout.SelfAttentionCache(layers=layers, lineage=lineage)
+        return self._final(x), self_cache, attention

@@ -21,7 +21,8 @@ their logits (see `scaled_dot_product_attention`).
 
 from keras import backend, ops
 
-PAD_ID = 0
+from keras_transformer.constants import PAD_ID
+from keras_transformer.errors import ArgumentError
 
 
 def large_negative(dtype):
@@ -89,63 +90,6 @@ def look_ahead_mask(size):
     return positions[:, None] >= positions[None, :]  # (T, T)
 
 
-def cache_mask(length, step, beams=1):
-    """Self-attention mask of decoding step `step` over a key cache of `length` entries.
-
-    The cache holds position p of hypothesis slot s at entry `p * beams + s`
-    (one slot per hypothesis; `beams=1` for greedy decoding), and each
-    hypothesis reads its own slot. Beam search, whose hypotheses take over
-    one another's histories, uses `lineage_mask` instead.
-
-    Args:
-        length: number of cache entries, L (a Python int or a scalar tensor).
-        step: index of the position being decoded; positions 0..step hold
-            its keys and those of the positions before it.
-        beams: hypotheses sharing the cache, k.
-
-    Returns:
-        Boolean tensor `(1, 1, k, L)`: True for hypothesis j at the entries
-        of positions 0..step in slot j.
-
-    Example:
-    >>> cache_mask(4, 1)
-    [[[[True, True, False, False]]]]
-    """
-    entry = ops.arange(length)
-    own = entry % beams == ops.arange(beams)[:, None]  # (k, L)
-    return ((entry // beams <= step) & own)[None, None]  # (1, 1, k, L)
-
-
-def lineage_mask(lineage, step):
-    """Self-attention mask of step `step` over a cache that k hypotheses share.
-
-    Beam search keeps the k hypotheses of a sentence in one cache row: the
-    keys of position p computed in slot s sit at entry `p * k + s`. A
-    hypothesis that took over another's history reads that history where it
-    was written, through its lineage, instead of the cache being copied.
-
-    Args:
-        lineage: integer `(B, k, L)`: `lineage[b, j, p]` is the slot whose
-            entry at position p belongs to the history of hypothesis j, for
-            positions 0..step.
-        step: index of the position being decoded.
-
-    Returns:
-        Boolean tensor `(B, 1, k, L * k)`: hypothesis j may attend to entry
-        `p * k + s` iff `p <= step` and `s == lineage[b, j, p]`.
-
-    Example:
-    >>> lineage_mask(np.array([[[0, 1], [0, 0]]]), 1)  # k = 2, L = 2
-    [[[[True, False, False, True], [True, False, True, False]]]]
-    """
-    lineage = ops.cast(lineage, "int32")
-    beams, length = lineage.shape[1], lineage.shape[2]
-    entry = ops.arange(length * beams, dtype="int32")
-    position, slot = entry // beams, entry % beams  # (L * k,) each
-    owner = ops.take(lineage, position, axis=2)  # (B, k, L * k)
-    return ((position <= step) & (slot == owner))[:, None]  # (B, 1, k, L * k)
-
-
 def key_mask_to_attention_mask(mask):
     """Turns a Keras sequence mask `(B, S)` into an attention mask.
 
@@ -180,7 +124,7 @@ def as_attention_mask(mask, target_shape=None, name="attention_mask"):
     received_shape = tuple(mask.shape)
     rank = len(received_shape)
     if rank not in (2, 3, 4):
-        raise ValueError(
+        raise ArgumentError(
             f"`{name}` must have rank 2 (T, S), 3 (B, T, S) or 4 (B, H, T, S). "
             f"Received: {name} with shape={received_shape}"
         )
@@ -208,7 +152,7 @@ def check_broadcastable(received_shape, shape, target_shape, name):
         size in (None, 1) or target is None or size == target for size, target in aligned
     )
     if not broadcastable:
-        raise ValueError(
+        raise ArgumentError(
             f"`{name}` cannot broadcast to shape {tuple(target_shape)}. "
             f"Received: {name} with shape={tuple(received_shape)}"
         )

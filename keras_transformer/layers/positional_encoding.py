@@ -5,7 +5,8 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.masks import PAD_ID
+from keras_transformer.constants import PAD_ID
+from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import (
     check_choice,
     check_positive_int,
@@ -96,7 +97,7 @@ class PositionalEncoding(keras.layers.Layer):
     def build(self, inputs_shape):
         depth = inputs_shape[-1]
         if depth is None or depth % 2:
-            raise ValueError(
+            raise ArgumentError(
                 "The last dimension of the inputs of `PositionalEncoding` must "
                 f"be known and even. Received: inputs with shape={inputs_shape}"
             )
@@ -174,7 +175,7 @@ class PositionalEmbedding(keras.layers.Layer):
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("d_model", d_model)
         if d_model % 2:
-            raise ValueError(
+            raise ArgumentError(
                 f"`d_model` must be even for the sinusoidal positional encoding. "
                 f"Received: d_model={d_model}"
             )

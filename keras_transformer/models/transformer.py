@@ -3,17 +3,20 @@
 import keras
 from keras import ops
 
+from keras_transformer.errors import ArgumentError
+from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.training.accumulation import train_step
-from keras_transformer.validation import check_positive_int, check_token_ids_shape
+from keras_transformer.models.step import Step, StepModel
+from keras_transformer.models.train_step import PackedTraining
+from keras_transformer.validation import check_token_ids_shape
 
 SHARED_EMBEDDINGS = (None, "output", "all")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(keras.Model):
+class Transformer(PackedTraining, keras.Model, StepModel):
     """Encoder-decoder Transformer that maps token ids to next-token logits.
 
     source ids -> Encoder -> memory; target ids + memory -> Decoder ->
@@ -89,12 +92,12 @@ class Transformer(keras.Model):
     ):
         super().__init__(**kwargs)
         if shared_embeddings not in SHARED_EMBEDDINGS:
-            raise ValueError(
+            raise ArgumentError(
                 f"`shared_embeddings` must be one of {SHARED_EMBEDDINGS}. "
                 f"Received: shared_embeddings={shared_embeddings!r}"
             )
         if shared_embeddings == "all" and input_vocab_size != target_vocab_size:
-            raise ValueError(
+            raise ArgumentError(
                 '`shared_embeddings="all"` needs one vocabulary for both sides. Received: '
                 f"input_vocab_size={input_vocab_size}, target_vocab_size={target_vocab_size}"
             )
@@ -111,7 +114,6 @@ class Transformer(keras.Model):
         self.activation = keras.activations.get(activation)
         self.positional_encoding_layout = positional_encoding_layout
         self.shared_embeddings = shared_embeddings
-        self.micro_batches = 1
         shared = dict(
             arguments_of(self, TransformerStack, exclude=("vocab_size", "embedding")),
             dtype=self.dtype_policy,
@@ -149,7 +151,7 @@ class Transformer(keras.Model):
         """The decoder's outputs, before the pre-softmax projection.
 
         Training takes the projection only at real target tokens
-        (`keras_transformer.training.accumulation.train_step`).
+        (`models.train_step`).
 
         Args:
             inputs: a pair `(source_ids, target_ids)`, `(B, S)` and `(B, T)`.
@@ -183,42 +185,10 @@ class Transformer(keras.Model):
         logits = ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype)))
         return logits + ops.cast(self.output_bias, x.dtype)
 
-    def compile(self, *args, micro_batches=1, **kwargs):
-        """`keras.Model.compile`, and how many micro-batches make one update.
+    # Incremental decoding: the step interface (`models.step.StepModel`) the
+    # searches of `keras_transformer.inference` decode through.
 
-        Args:
-            *args, **kwargs: those of `keras.Model.compile`.
-            micro_batches: N > 1 cuts every training batch into N slices of
-                its rows, runs forward and backward on one slice at a time
-                and updates the weights once with the whole batch's gradient
-                (`training.accumulation.accumulated_train_step`): the update of a large batch on
-                the activation memory of a slice, under any `tf.distribute`
-                strategy. Defaults to 1.
-
-        Example:
-        ```python
-        model.compile(optimizer=transformer_optimizer(256), loss=..., micro_batches=4)
-        ```
-        """
-        check_positive_int("micro_batches", micro_batches)
-        super().compile(*args, **kwargs)
-        self.micro_batches = micro_batches
-
-    def get_compile_config(self):
-        config = super().get_compile_config()
-        return None if config is None else {**config, "micro_batches": self.micro_batches}
-
-    def compile_from_config(self, config):
-        # Keras does not compile a loaded model whose `compile` is overridden.
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    def train_step(self, data):
-        return train_step(self, data, self.micro_batches)
-
-    # Incremental decoding. The searches (`keras_transformer.inference`) are
-    # written against these five methods and nothing else of the model.
+    grows_cache = True
 
     def encode(self, source_ids):
         """Runs the encoder once and prepares what every decoding step reads.
@@ -250,9 +220,7 @@ class Transformer(keras.Model):
                 then takes B * k tokens, the k of each sentence together.
 
         Returns:
-            `Decoder.self_cache`: per decoder layer a pair `(keys, values)`,
-            each `(B, H, max_length * k, K)`, all zero, and the hypotheses'
-            lineage `(B, k, max_length)`.
+            An empty `layers.cache.SelfAttentionCache` (`Decoder.self_cache`).
         """
         batch = ops.shape(state["context_mask"])[0]
         return self.decoder.self_cache(batch, max_length, beam_size)
@@ -262,7 +230,7 @@ class Transformer(keras.Model):
 
         A step attends over every entry of its cache, written or not (masked),
         so the searches start with a short cache and grow it as the output
-        grows (`inference.search.cache_lengths`).
+        grows (`inference.loop.cache_lengths`).
 
         Args:
             cache: from `initial_cache` or `decode_step`.
@@ -270,7 +238,7 @@ class Transformer(keras.Model):
 
         Returns:
             The cache `initial_cache(state, max_length, k)` would give after
-            the same steps (`Decoder.grow_self_cache`).
+            the same steps (`layers.cache.grow`).
 
         Example:
         ```python
@@ -279,7 +247,7 @@ class Transformer(keras.Model):
         cache = model.grow_cache(cache, max_length=32)
         ```
         """
-        return self.decoder.grow_self_cache(cache, max_length)
+        return cache_layout.grow(cache, max_length)
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
         """Next-token logits after the target token at position `step`.
@@ -299,27 +267,29 @@ class Transformer(keras.Model):
                 too (an alignment of this position to the source).
 
         Returns:
-            `(logits (B * k, V) float32, cache)` with position `step` written;
-            with `attention_layer`, also the weights `(B * k, S)` float32.
+            A `Step`: logits `(B * k, V)` float32, the cache with position
+            `step` written, and with `attention_layer` the weights
+            `(B * k, S)` float32 (else None).
 
         Example:
         ```python
         state = model.encode(source_ids)
         cache = model.initial_cache(state, max_length=32)
-        logits, cache = model.decode_step(np.full([batch], bos_id), 0, cache, state)
+        logits, cache, _ = model.decode_step(np.full([batch], bos_id), 0, cache, state)
         ```
         """
-        x, cache, *attention = self.decoder.call_with_cache(
+        x, cache, attention = self.decoder.call_with_cache(
             token_ids[:, None],
             step,
-            {"self": cache, "cross": state["cross"]},
+            cache,
+            state["cross"],
             state["context_mask"],
             attention_layer,
         )  # (B * k, 1, D)
         logits = ops.cast(self.output_logits(x)[:, 0], "float32")  # (B * k, V)
-        if attention_layer is None:
-            return logits, cache["self"]
-        return logits, cache["self"], ops.cast(attention[0], "float32")
+        if attention is not None:
+            attention = ops.cast(attention, "float32")
+        return Step(logits, cache, attention)
 
     def reorder_cache(self, cache, beams):
         """The cache after beam search chose which hypotheses go on.
@@ -327,7 +297,7 @@ class Transformer(keras.Model):
         Hypothesis j of sentence b continues the history of that sentence's
         hypothesis `beams[b, j]`. Only the lineage `(B, k, L)` is reordered:
         the keys and values stay where they were written, and each
-        hypothesis reads its own through the lineage (`masks.lineage_mask`).
+        hypothesis reads its own through the lineage (`layers.cache`).
 
         Args:
             cache: from `initial_cache` or `decode_step`.
@@ -339,18 +309,16 @@ class Transformer(keras.Model):
         Example:
         ```python
         cache = model.initial_cache(state, max_length=32, beam_size=2)
-        logits, cache = model.decode_step(np.full([2 * batch], bos_id), 0, cache, state)
-        cache = model.reorder_cache(cache, np.zeros([batch, 2]))  # both go on from beam 0
+        step = model.decode_step(np.full([2 * batch], bos_id), 0, cache, state)
+        cache = model.reorder_cache(step.cache, np.zeros([batch, 2]))  # both from beam 0
         ```
         """
-        lineage = cache["lineage"]  # (B, k, L)
-        parents = ops.broadcast_to(ops.cast(beams, "int32")[:, :, None], ops.shape(lineage))
-        return {**cache, "lineage": ops.take_along_axis(lineage, parents, axis=1)}
+        return cache_layout.reorder(cache, beams)
 
     @staticmethod
     def _split(inputs, name):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
-            raise ValueError(
+            raise ArgumentError(
                 f"`{name}` must be a pair (source_ids, target_ids). "
                 f"Received: {name} of type {type(inputs).__name__}"
             )

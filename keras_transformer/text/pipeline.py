@@ -17,6 +17,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import check_choice, check_positive_int
 
 TOKENIZE_BATCH = 1024
@@ -78,7 +79,7 @@ class Batches:
         check_positive_int("count", count)
         check_positive_int("replicas", replicas)
         if not 0 <= index < count:
-            raise ValueError(f"`index` must be in [0, {count}). Received: index={index}")
+            raise ArgumentError(f"`index` must be in [0, {count}). Received: index={index}")
         per_worker = self.num_batches // count // replicas * replicas
         dataset = self.dataset.take(per_worker * count).shard(count, index)
         options = tf.data.Options()
@@ -106,7 +107,7 @@ def as_pair_dataset(pairs):
         return pairs.to_dataset()
     sources, targets = pairs
     if len(sources) != len(targets):
-        raise ValueError(
+        raise ArgumentError(
             "`pairs` must hold as many sources as targets. "
             f"Received: {len(sources)} sources and {len(targets)} targets"
         )
@@ -182,9 +183,9 @@ def make_batches(
     if batch_size is not None:
         check_positive_int("batch_size", batch_size)
     elif not bucketing:
-        raise ValueError("`batch_size` is required when `bucketing=False`. Received: None")
+        raise ArgumentError("`batch_size` is required when `bucketing=False`. Received: None")
     if max_length < 2:
-        raise ValueError(f"`max_length` must be at least 2. Received: max_length={max_length}")
+        raise ArgumentError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     bos, eos = target_tokenizer.bos_id, target_tokenizer.eos_id
     source_eos = source_tokenizer.eos_id
 
@@ -210,7 +211,7 @@ def make_batches(
         )
     except tf.errors.InvalidArgumentError as error:  # e.g. files that end apart
         found = re.search(r"assertion failed: \[(.*?)\]", error.message, re.S)
-        raise ValueError(found.group(1) if found else error.message) from None
+        raise ArgumentError(found.group(1) if found else error.message) from None
     num_pairs, num_long = int(num_pairs), int(num_long)
 
     if overflow == "drop":

@@ -3,6 +3,7 @@
 import json
 import os
 
+from keras_transformer.errors import ArgumentError, DamagedFileError
 from keras_transformer.text.sentencepiece_tokenizer import SentencePieceTokenizer
 from keras_transformer.text.tokenizer import CONFIG_FILE
 from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
@@ -15,7 +16,7 @@ TOKENIZER_TYPES = {
 def tokenizer_class(type_name):
     """The tokenizer class named `type_name` (`"sentencepiece"` or `"wordpiece"`)."""
     if type_name not in TOKENIZER_TYPES:
-        raise ValueError(
+        raise ArgumentError(
             f"Unknown tokenizer type. Expected one of {sorted(TOKENIZER_TYPES)}. "
             f"Received: type={type_name!r}"
         )
@@ -55,12 +56,23 @@ def load_tokenizer(directory):
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"No tokenizer in {directory!r}: {CONFIG_FILE} is missing.")
     with open(config_path, encoding="utf-8") as f:
-        saved = json.load(f)
+        try:
+            saved = json.load(f)
+        except json.JSONDecodeError as error:
+            raise DamagedFileError(
+                f"The tokenizer file {config_path} is damaged: {error}"
+            ) from None
     try:
         cls = tokenizer_class(saved.get("type"))
     except ValueError as error:
-        raise ValueError(f"{config_path}: {error}") from None
+        raise ArgumentError(f"{config_path}: {error}") from None
     asset_path = os.path.join(directory, saved["asset"])
     if not os.path.isfile(asset_path):
         raise FileNotFoundError(f"Tokenizer asset {asset_path!r} is missing.")
-    return cls.from_asset(asset_path, **saved["config"])
+    try:
+        return cls.from_asset(asset_path, **saved["config"])
+    except ArgumentError as error:
+        raise DamagedFileError(
+            f"The tokenizer file {asset_path} is damaged: {error}. Restore it, or train a "
+            "new tokenizer (and model) in a new run directory."
+        ) from None

@@ -6,8 +6,9 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer.layers.masks import PAD_ID
-from keras_transformer.text.tokenizer import BOS_ID, EOS_ID, UNK_ID, Tokenizer
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
 
@@ -39,17 +40,21 @@ class SentencePieceTokenizer(Tokenizer):
 
     def __init__(self, model_proto, name=None):
         super().__init__(name=name)
-        processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
-        expected = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+        try:
+            processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+        except RuntimeError as error:
+            raise ArgumentError(
+                f"`model_proto` is not a SentencePiece model ({str(error).strip()})"
+            ) from None
         found = {
             "pad": processor.pad_id(),
             "unk": processor.unk_id(),
             "bos": processor.bos_id(),
             "eos": processor.eos_id(),
         }
-        if found != expected:
-            raise ValueError(
-                f"The SentencePiece model must use the special ids {expected}. Received: {found}"
+        if found != SPECIAL_IDS:
+            raise ArgumentError(
+                f"The SentencePiece model must use the special ids {SPECIAL_IDS}. Received: {found}"
             )
         self.model_proto = model_proto
         self._pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
@@ -88,7 +93,7 @@ class SentencePieceTokenizer(Tokenizer):
         check_choice("normalization", normalization, {"nmt_nfkc", "nfkc", "identity"})
         sentences = [t for t in texts if t.strip()]
         if not sentences:
-            raise ValueError("`texts` holds no non-empty sentence to train a tokenizer on.")
+            raise ArgumentError("`texts` holds no non-empty sentence to train a tokenizer on.")
         sentencepiece.set_random_generator_seed(seed)
         model = io.BytesIO()
         sentencepiece.SentencePieceTrainer.train(

@@ -3,13 +3,7 @@
 A tokenizer maps strings to ragged int32 ids and back, in TensorFlow ops, so
 it runs inside `tf.data` and inside an exported SavedModel. Id 0 is padding
 for every tokenizer; the ids of BOS, EOS and the unknown piece are stored with
-the tokenizer:
-
-    id  piece
-    0   padding
-    1   unknown (anything the vocabulary cannot spell)
-    2   BOS, begin of sequence
-    3   EOS, end of sequence
+the tokenizer, and are the package's (`keras_transformer.constants`).
 """
 
 import json
@@ -17,11 +11,8 @@ import os
 
 import tensorflow as tf
 
-from keras_transformer.layers.masks import PAD_ID
-
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.errors import ArgumentError
 
 CONFIG_FILE = "tokenizer.json"
 
@@ -52,7 +43,7 @@ class Tokenizer(tf.Module):
         """
         strings = tf.convert_to_tensor(strings)
         if strings.dtype != tf.string:
-            raise ValueError(
+            raise ArgumentError(
                 f"`strings` must be text (tf.string). Received: strings with dtype={strings.dtype}"
             )
         return tf.cast(self._tokenize(strings), tf.int32)
@@ -73,7 +64,7 @@ class Tokenizer(tf.Module):
             token_ids = token_ids.to_tensor(default_value=self.pad_id)
         token_ids = tf.convert_to_tensor(token_ids)
         if not token_ids.dtype.is_integer:
-            raise ValueError(
+            raise ArgumentError(
                 f"`token_ids` must be integer ids. Received: token_ids with dtype={token_ids.dtype}"
             )
         token_ids = tf.cast(token_ids, tf.int32)

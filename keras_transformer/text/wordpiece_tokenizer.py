@@ -4,6 +4,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset
 
+from keras_transformer.errors import ArgumentError
 from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.validation import check_positive_int
 
@@ -37,7 +38,7 @@ class WordPieceTokenizer(Tokenizer):
         super().__init__(name=name)
         vocab = list(vocab)
         if tuple(vocab[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
-            raise ValueError(
+            raise ArgumentError(
                 f"`vocab` must start with {list(RESERVED_TOKENS)}. Received: vocab[:4]={vocab[:4]}"
             )
         self.vocab = vocab
@@ -64,7 +65,7 @@ class WordPieceTokenizer(Tokenizer):
         check_positive_int("vocab_size", vocab_size)
         sentences = [t for t in texts if t.strip()]
         if not sentences:
-            raise ValueError("`texts` holds no non-empty sentence to train a tokenizer on.")
+            raise ArgumentError("`texts` holds no non-empty sentence to train a tokenizer on.")
         dataset = tf.data.Dataset.from_tensor_slices(sentences).batch(1024)
         vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
             dataset,

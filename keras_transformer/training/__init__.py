@@ -1,6 +1,8 @@
 """Training objects: the optimizer and its warm-up schedule, the masked loss and accuracy,
-compiling from a config, the distribution strategy, checkpoints and backups."""
+compiling from a config, the distribution strategy and the multi-worker protocol,
+checkpoints and backups. The model's own training step is `models.train_step`."""
 
+from keras_transformer.training.backup import StopOnNaN, TrainingBackup, TrainingDiverged
 from keras_transformer.training.checkpoints import (
     PruneCheckpoints,
     best_val_loss,
@@ -9,6 +11,14 @@ from keras_transformer.training.checkpoints import (
 from keras_transformer.training.compile import compile_model
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
+from keras_transformer.training.multi_worker import (
+    all_workers,
+    check_same_on_every_worker,
+    fit_under_multi_worker,
+    per_worker_batches,
+    restore_on_every_worker,
+    weights_digest,
+)
 from keras_transformer.training.optimizers import SummedSlicesAdam, transformer_optimizer
 from keras_transformer.training.schedules import (
     PerUpdateSchedule,
@@ -18,9 +28,7 @@ from keras_transformer.training.schedules import (
 from keras_transformer.training.strategy import (
     STRATEGIES,
     WorkerRole,
-    all_workers,
     distribution_strategy,
-    fit_under_multi_worker,
     localhost_tf_configs,
     worker_directory,
     worker_role,
@@ -30,20 +38,27 @@ __all__ = [
     "STRATEGIES",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
-    "PruneCheckpoints",
     "PerUpdateSchedule",
+    "PruneCheckpoints",
     "ScaledSchedule",
+    "StopOnNaN",
     "SummedSlicesAdam",
+    "TrainingBackup",
+    "TrainingDiverged",
     "TransformerSchedule",
     "WorkerRole",
     "all_workers",
     "best_val_loss",
+    "check_same_on_every_worker",
     "compile_model",
     "distribution_strategy",
     "epoch_checkpoints",
     "fit_under_multi_worker",
     "localhost_tf_configs",
+    "per_worker_batches",
+    "restore_on_every_worker",
     "transformer_optimizer",
+    "weights_digest",
     "worker_directory",
     "worker_role",
 ]

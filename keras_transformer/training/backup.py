@@ -9,6 +9,7 @@ the restore fall back to the one before it, saying so.
 """
 
 import json
+import logging
 import math
 import os
 import re
@@ -16,6 +17,10 @@ import shutil
 import tempfile
 
 import keras
+
+from keras_transformer.errors import ArgumentError, RunError
+
+log = logging.getLogger(__name__)
 
 WEIGHTS = "state.weights.h5"  # model and optimizer variables
 METADATA = "training.json"
@@ -47,7 +52,7 @@ class TrainingBackup(keras.callbacks.Callback):
     def __init__(self, directory, every_steps=None):
         super().__init__()
         if every_steps is not None and (not isinstance(every_steps, int) or every_steps <= 0):
-            raise ValueError(
+            raise ArgumentError(
                 f"`every_steps` must be a positive integer or None. Received: {every_steps!r}"
             )
         self.directory = directory
@@ -78,14 +83,18 @@ class TrainingBackup(keras.callbacks.Callback):
                     metadata = json.load(f)
                 model.load_weights(os.path.join(path, WEIGHTS))
             except (OSError, ValueError, KeyError) as error:
-                print(
-                    f"backup {path} is unreadable ({type(error).__name__}: {error}); "
-                    "trying the one before it."
+                log.warning(
+                    "backup %s is unreadable (%s: %s); trying the one before it.",
+                    path,
+                    type(error).__name__,
+                    error,
                 )
                 continue
-            print(
-                f"resuming from the backup at step {metadata['step']} "
-                f"(epoch {metadata['epoch'] + 1}): {path}"
+            log.info(
+                "resuming from the backup at step %d (epoch %d): %s",
+                metadata["step"],
+                metadata["epoch"] + 1,
+                path,
             )
             self.restored_step = metadata["step"]
             return metadata["epoch"]
@@ -147,7 +156,7 @@ def write_metadata(directory, epoch, step):
     os.replace(partial, os.path.join(directory, METADATA))
 
 
-class TrainingDiverged(RuntimeError):
+class TrainingDiverged(RunError):
     """The loss became NaN or infinite."""
 
 

@@ -1,33 +1,32 @@
-"""Compiling a `Transformer` for training from a run's `train` configuration section."""
+"""Compiling a `Transformer` for training the paper's way."""
 
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.optimizers import transformer_optimizer
 
 
-def compile_model(model, train):
+def compile_model(
+    model, warmup_steps=4000, learning_rate_scale=1.0, label_smoothing=0.1, micro_batches=1
+):
     """Compiles `model` with the paper's optimizer, the masked loss and accuracy.
 
     Args:
         model: a `keras_transformer.Transformer` (its `d_model` sets the
             schedule's peak).
-        train: the `train` section of a run configuration (`warmup_steps`,
-            `learning_rate_scale`, `label_smoothing`, and
-            `gradient_accumulation_steps`, the model's `micro_batches`: the
-            slices each training batch is cut into for one update).
+        warmup_steps: updates of linear warm-up. Defaults to 4000.
+        learning_rate_scale: a factor on the whole schedule. Defaults to 1.
+        label_smoothing: epsilon of the label-smoothed loss. Defaults to 0.1.
+        micro_batches: the slices each training batch is cut into for one
+            update (`Transformer.compile`). Defaults to 1.
 
     Example:
     ```python
-    compile_model(model, load_config()["train"])
+    compile_model(model, warmup_steps=800, label_smoothing=0.1)
     ```
     """
     model.compile(
-        optimizer=transformer_optimizer(
-            model.d_model,
-            train["warmup_steps"],
-            train["learning_rate_scale"],
-        ),
-        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=train["label_smoothing"]),
+        optimizer=transformer_optimizer(model.d_model, warmup_steps, learning_rate_scale),
+        loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedAccuracy()],
-        micro_batches=train["gradient_accumulation_steps"],
+        micro_batches=micro_batches,
     )

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_transformer.layers.masks import PAD_ID
+from keras_transformer.constants import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

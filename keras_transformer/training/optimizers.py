@@ -1,8 +1,11 @@
 """The paper's optimizer: Adam on the warm-up schedule (Vaswani et al., 2017, §5.3)."""
 
+import warnings
+
 import keras
 import tensorflow as tf
 
+from keras_transformer.errors import ArgumentError
 from keras_transformer.training.schedules import (
     PerUpdateSchedule,
     ScaledSchedule,
@@ -47,12 +50,12 @@ def transformer_optimizer(
         d_model: model width D, which sets the schedule's peak.
         warmup_steps: updates of linear warm-up. Defaults to 4000 (the paper's).
         scale: a factor on the whole schedule (`ScaledSchedule`). Defaults to 1.
-        gradient_accumulation_steps: N > 1 updates the weights once every N
+        gradient_accumulation_steps: deprecated; use
+            `Transformer.compile(micro_batches=N)`, which accumulates under
+            any strategy. N > 1 still updates the weights once every N
             batches with the mean of their gradients (Keras' own gradient
-            accumulation), and the schedule counts those updates
-            (`PerUpdateSchedule`); on one device only (under a strategy,
-            use `Transformer.compile(micro_batches=N)`). Defaults to 1: an
-            update every batch.
+            accumulation, one device only), the schedule counting updates
+            (`PerUpdateSchedule`), and warns. Defaults to 1.
         **kwargs: further `keras.optimizers.Adam` arguments (`clipnorm`, ...).
 
     Returns:
@@ -69,8 +72,15 @@ def transformer_optimizer(
     ```
     """
     check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+    if gradient_accumulation_steps > 1:
+        warnings.warn(
+            "`transformer_optimizer(gradient_accumulation_steps=N)` is deprecated: use "
+            "`Transformer.compile(micro_batches=N)`, which accumulates under any strategy.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     if gradient_accumulation_steps > 1 and tf.distribute.has_strategy():
-        raise ValueError(
+        raise ArgumentError(
             "`gradient_accumulation_steps` > 1 works on one device only: under a "
             "tf.distribute strategy, Keras' accumulating optimizer puts its all-reduce "
             "inside a tf.cond, which TensorFlow refuses (keras-team/keras#17429); "

@@ -15,8 +15,9 @@ import socket
 import tempfile
 from typing import NamedTuple
 
-import keras
 import tensorflow as tf
+
+from keras_transformer.errors import ArgumentError, RunError
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
 
@@ -45,19 +46,19 @@ def cluster_tasks():
 def strategy_kind(kind, devices):
     """The strategy `auto` stands for, checked against `devices`."""
     if kind not in STRATEGIES:
-        raise ValueError(f"`kind` must be one of {STRATEGIES}. Received: {kind!r}")
+        raise ArgumentError(f"`kind` must be one of {STRATEGIES}. Received: {kind!r}")
     if kind == "auto":
         if len(cluster_tasks()) > 1:
             return "multi_worker"
         return "mirrored" if devices > 1 else "one_device"
     if kind == "one_device" and devices > 1:
-        raise RuntimeError(
-            f"train.strategy=one_device trains on one device, but train.devices={devices}; "
-            "use train.strategy=mirrored (or auto) for several."
+        raise RunError(
+            f"strategy one_device trains on one device, but devices={devices}; "
+            "use strategy mirrored (or auto) for several."
         )
     if kind == "multi_worker" and not cluster_tasks():
-        raise RuntimeError(
-            "train.strategy=multi_worker needs the cluster in the TF_CONFIG environment "
+        raise RunError(
+            "strategy multi_worker needs the cluster in the TF_CONFIG environment "
             'variable, e.g. {"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
             '"task": {"type": "worker", "index": 0}}.'
         )
@@ -91,9 +92,9 @@ def distribution_strategy(devices=1, kind="auto"):
     kind = strategy_kind(kind, devices)
     if kind == "multi_worker":
         if devices > 1:
-            raise RuntimeError(
-                "train.strategy=multi_worker replicates over each worker's GPUs (or its "
-                f"CPU); leave train.devices at 1. Received: train.devices={devices}"
+            raise RunError(
+                "strategy multi_worker replicates over each worker's GPUs (or its "
+                f"CPU); leave devices at 1. Received: devices={devices}"
             )
         return tf.distribute.MultiWorkerMirroredStrategy()
     if devices <= 1:
@@ -107,8 +108,8 @@ def distribution_strategy(devices=1, kind="auto"):
             cpu, [tf.config.LogicalDeviceConfiguration()] * devices
         )
     except RuntimeError:
-        raise RuntimeError(
-            "train.devices > 1 on CPU needs the logical devices set before TensorFlow "
+        raise RunError(
+            "devices > 1 on CPU needs the logical devices set before TensorFlow "
             "starts; run it from a fresh process (the CLI does)."
         ) from None
     return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
@@ -158,45 +159,3 @@ def worker_directory(run_dir, role):
     """
     key = hashlib.sha1(os.path.abspath(run_dir).encode()).hexdigest()[:12]
     return os.path.join(tempfile.gettempdir(), f"keras-transformer-{key}-worker-{role.index}")
-
-
-def all_workers(strategy, value):
-    """`value` (an int) from every replica of every worker, as a list; a collective call."""
-    local = strategy.run(lambda: tf.constant([value], tf.int64))
-    return [int(v) for v in strategy.gather(local, axis=0).numpy()]
-
-
-def fit_under_multi_worker(model, strategy):
-    """Works around the two steps of Keras 3.15's `fit` that fail under multiple workers.
-
-    Under `MultiWorkerMirroredStrategy` Keras (tensorflow#72388):
-
-    - builds the model from the mean of the first batch over all replicas, an
-      all-reduce that the strategy refuses for nested inputs (and that could
-      not work when workers' batches differ in shape); building needs only
-      the batch's structure, shapes and dtypes, which this worker's own
-      batch has, so the model is built from it;
-    - reduces each step's logs with `strategy.reduce("MEAN", value, axis=0)`,
-      which fails on the scalar losses and metrics; the steps return them
-      with a leading axis of length 1, which that reduction averages away.
-    """
-
-    def maybe_symbolic_build(iterator=None, data_batch=None):
-        if iterator is not None:
-            for _, _, batches in iterator:
-                data_batch = keras.tree.map_structure(
-                    lambda value: strategy.experimental_local_results(value)[0], next(batches)
-                )
-                break
-        with strategy.scope():
-            model._symbolic_build(data_batch=data_batch)
-
-    def with_leading_axis(step):
-        def step_with_leading_axis(data):
-            return {name: tf.reshape(value, [1]) for name, value in step(data).items()}
-
-        return step_with_leading_axis
-
-    model._maybe_symbolic_build = maybe_symbolic_build
-    model.train_step = with_leading_axis(model.train_step)
-    model.test_step = with_leading_axis(model.test_step)

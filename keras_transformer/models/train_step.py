@@ -1,25 +1,76 @@
-"""The training step: logits at real target tokens only, and gradient accumulation.
+"""The Transformer's own training step: logits at real target tokens only, and micro-batches.
 
 A batch of translation targets is ~15-50% padding, and the pre-softmax
 projection to the vocabulary is the largest matrix product of the model.
 `train_step` projects only the decoder outputs at real target tokens and
 computes the loss and metrics on those, which gives the same loss, gradient
 and metrics as the full `(B, T, V)` logits with padding masked out. It can
-also run a batch in slices for one update (gradient accumulation).
+also run a batch in slices for one update (gradient accumulation that
+works under any `tf.distribute` strategy).
+
+`PackedTraining` gives a model this step and `compile(micro_batches=N)`.
 """
 
 import keras
 import tensorflow as tf
 
-from keras_transformer.layers.masks import PAD_ID
+from keras_transformer import compat
+from keras_transformer.constants import PAD_ID
+from keras_transformer.validation import check_positive_int
+
+
+class PackedTraining:
+    """Mixin of a `keras.Model` that trains with `train_step` below.
+
+    The model needs `hidden_states(inputs, training)` (the decoder outputs
+    `(B, T, D)`) and `output_logits(x)` (the pre-softmax projection), as
+    `Transformer` has. Put it before `keras.Model` among the bases.
+
+    Example:
+    ```python
+    model.compile(optimizer=transformer_optimizer(256), loss=..., micro_batches=4)
+    ```
+    """
+
+    micro_batches = 1
+
+    def compile(self, *args, micro_batches=1, **kwargs):
+        """`keras.Model.compile`, and how many micro-batches make one update.
+
+        Args:
+            *args, **kwargs: those of `keras.Model.compile`.
+            micro_batches: N > 1 cuts every training batch into N slices of
+                its rows, runs forward and backward on one slice at a time
+                and updates the weights once with the whole batch's gradient
+                (`accumulated_train_step`): the update of a large batch on
+                the activation memory of a slice, under any `tf.distribute`
+                strategy. Defaults to 1.
+        """
+        check_positive_int("micro_batches", micro_batches)
+        super().compile(*args, **kwargs)
+        self.micro_batches = micro_batches
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        return None if config is None else {**config, "micro_batches": self.micro_batches}
+
+    def compile_from_config(self, config):
+        # Keras does not compile a loaded model whose `compile` is overridden.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def train_step(self, data):
+        return train_step(self, data, self.micro_batches)
 
 
 def train_step(model, data, micro_batches=1):
     """`keras.Model.train_step` of a `Transformer`, with its logits at real tokens only.
 
     Args:
-        model: a compiled `keras_transformer.Transformer` (or a model without
-            `hidden_states`, which then computes its full logits).
+        model: a compiled `keras_transformer.Transformer` (or any Keras
+            model that is not `PackedTraining`, which then computes its full
+            logits).
         data: a batch `((source_ids, target_in_ids), target_out_ids)`,
             optionally with sample weights as a third element.
         micro_batches: N > 1 runs the batch in N slices for one update
@@ -30,9 +81,9 @@ def train_step(model, data, micro_batches=1):
 
     Example:
     ```python
-    class MyTransformer(Transformer):  # what Transformer.train_step does
+    class MyModel(keras.Model):  # Keras' own step, with micro-batches
         def train_step(self, data):
-            return train_step(self, data, micro_batches=1)
+            return train_step(self, data, micro_batches=4)
     ```
     """
     if micro_batches > 1:
@@ -53,13 +104,13 @@ def track_loss(model, loss, rows):
     """Adds a step's loss to the logged mean, per replica as `keras.Model.train_step` logs it."""
     # `compute_loss` divides by the replicas in sync; the logged loss is per replica.
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    model._loss_tracker.update_state(loss * replicas, sample_weight=rows)
+    compat.loss_tracker(model).update_state(loss * replicas, sample_weight=rows)
 
 
 def forward(model, x, y, sample_weight):
     """The forward pass and loss of a training batch: `(y, y_pred, sample_weight, loss)`.
 
-    A model with `hidden_states` (a `Transformer`) projects its decoder
+    A `PackedTraining` model (a `Transformer`) projects its decoder
     outputs to the vocabulary only where `y` is not `PAD_ID`: `y_pred` is
     then `(N, V)` for the N real tokens, and `y` `(N,)` and `sample_weight`
     `(N,)` are those tokens' labels and weights. The loss of the packed
@@ -67,7 +118,7 @@ def forward(model, x, y, sample_weight):
     (`jit_compile=True`), which needs static shapes, and for other models,
     `y_pred` is the full `(B, T, V)`.
     """
-    if not hasattr(model, "hidden_states") or model.jit_compile:
+    if not isinstance(model, PackedTraining) or model.jit_compile:
         y_pred = model(x, training=True)  # (B, T, V)
     else:
         real = tf.not_equal(y, PAD_ID)  # (B, T)

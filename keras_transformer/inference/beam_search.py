@@ -1,0 +1,244 @@
+"""Beam search: the `beam_size` best hypotheses of each sentence kept at every step.
+
+The stopping rule and how it compares with other toolkits' are explained in
+the README ("Decoding"); the docstring of `beam_search` states the contract.
+"""
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.adapters import as_step_model
+from keras_transformer.inference.checks import check_prefix_ids, check_source_ids
+from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
+from keras_transformer.inference.loop import (
+    cache_lengths,
+    decode_loop,
+    empty_history,
+    join,
+    next_log_probs,
+    take,
+    write_step,
+)
+from keras_transformer.inference.probabilities import MINUS_INF, length_penalty
+from keras_transformer.inference.top_k import top_k_by_blocks
+from keras_transformer.validation import check_positive_int
+
+
+class BeamState(NamedTuple):
+    """The loop state of beam search over B sentences of k hypotheses.
+
+    Attributes:
+        step: scalar int32, the position being decoded.
+        alive: the live hypotheses' history, `{"tokens": (B, k, L),
+            "attention": (B, k, L, S)}`.
+        alive_logp: float32 `(B, k)`, their log P so far.
+        finished: the history of the k best finished hypotheses.
+        finished_score: float32 `(B, k)`, their normalized scores, best first
+            (-inf for empty places).
+        done: bool `(B,)`, sentences whose output is certain.
+        cache: the model's cache.
+    """
+
+    step: object
+    alive: dict
+    alive_logp: object
+    finished: dict
+    finished_score: object
+    done: object
+    cache: object
+
+
+def best_extensions(log_probs, alive_logp, n):
+    """The `n` most probable one-token extensions of each sentence's hypotheses.
+
+    The n best of all k * V extensions of a sentence are among the n best
+    tokens of each of its hypotheses, so the search ranks k * n candidates
+    instead of k * V (in the same order, ties to the lower beam, then to
+    the lower token, as one ranking of all k * V would give).
+
+    Args:
+        log_probs: float32 `(B*k, V)`, log p(next token) of each hypothesis.
+        alive_logp: float32 `(B, k)`, log P of each hypothesis so far.
+        n: extensions to keep per sentence.
+
+    Returns:
+        `(logp, beam, token)`, each `(B, n)`, best first: the extension's
+        log P, the index of the hypothesis it extends and its token.
+    """
+    batch, k = tf.shape(alive_logp)[0], alive_logp.shape[1]
+    per_beam = min(n, log_probs.shape[-1] or n)  # a vocabulary can be smaller than n
+    beam_logp, beam_token = top_k_by_blocks(log_probs, per_beam)  # (B*k, n)
+    candidates = alive_logp[:, :, None] + tf.reshape(beam_logp, [batch, k, per_beam])
+    logp, index = tf.math.top_k(tf.reshape(candidates, [batch, k * per_beam]), n)  # (B, n)
+    token = tf.gather(tf.reshape(beam_token, [batch, k * per_beam]), index, batch_dims=1)
+    return logp, index // per_beam, token
+
+
+def beam_search(
+    model,
+    source_ids,
+    bos_id,
+    eos_id,
+    max_length=MAX_LENGTH,
+    beam_size=BEAM_SIZE,
+    alpha=ALPHA,
+    prefix_ids=None,
+    n_best=None,
+    attention_layer=None,
+):
+    """Keeps the `beam_size` best hypotheses per sentence at every step.
+
+    A finished hypothesis Y scores log P(Y | X) / length_penalty(|Y|, alpha)
+    (GNMT), |Y| counting EOS. Each step extends the k live hypotheses of a
+    sentence and takes the 2k most probable extensions: those among the
+    first k that end in EOS join a pool of the k best finished hypotheses,
+    and the k best that do not end stay alive.
+
+    A sentence is done as soon as its output is certain: when no live
+    hypothesis can still beat the N-th best of its finished ones (N =
+    `n_best`, 1 by default) under the most favourable length penalty still
+    ahead. The output is then the one the search would return if it went on
+    to `max_length`. A sentence with fewer than N finished hypotheses at
+    `max_length` takes its live hypotheses as they are. With `beam_size=1`
+    and `alpha=0` this is greedy search exactly.
+
+    Args:
+        model: a `keras_transformer.Transformer`, or any object with its
+            step interface (see `greedy_search`).
+        source_ids: int `(B, S)`, 0-padded.
+        bos_id: id the decoder starts from.
+        eos_id: id that ends a hypothesis.
+        max_length: most tokens to generate, EOS included.
+        beam_size: hypotheses kept per sentence, k.
+        alpha: strength of the length penalty; 0 ranks by log-probability,
+            negative values favour short outputs.
+        prefix_ids: optional int `(B, P)`, 0-padded: each output starts
+            with its row.
+        n_best: None for the best hypothesis only; N (at most `beam_size`)
+            for the N best of each sentence, best first.
+        attention_layer: optional index of a decoder layer: also return each
+            output's cross-attention in it (see `greedy_search`).
+
+    Returns:
+        `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
+        hypothesis of each sentence and its normalized score; with `n_best`,
+        `(B, N, max_length)` and `(B, N)`. A sentence with fewer than N
+        hypotheses (a tiny search space) fills the rest with score -inf.
+        With `attention_layer`, also the attention `(B[, N], max_length, S)`.
+
+    Example:
+    ```python
+    search = tf.function(lambda s: beam_search(model, s, 2, 3, beam_size=4))
+    token_ids, scores = search(source_ids)
+    ```
+    """
+    check_beam_options(max_length, beam_size, n_best)
+    k = beam_size
+    model = as_step_model(model)
+    source_ids = check_source_ids(source_ids)
+    batch = tf.shape(source_ids)[0]
+    prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
+    if prefix_ids is not None:
+        prefix_ids = tf.repeat(prefix_ids, k, axis=0)  # (B*k, P + 1)
+    state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
+    lengths = cache_lengths(model, max_length)
+
+    def body(s):
+        return beam_step(
+            model, s, state, bos_id, eos_id, max_length, alpha, n_best, prefix_ids, attention_layer
+        )
+
+    def not_done(s):
+        return (s.step < max_length) & ~tf.reduce_all(s.done)
+
+    first_beam_only = tf.concat(
+        [tf.zeros([batch, 1]), tf.fill([batch, k - 1], MINUS_INF)], axis=1
+    )  # (B, k)
+    final = decode_loop(
+        model,
+        lengths,
+        not_done,
+        body,
+        BeamState(
+            step=tf.constant(0),
+            alive=empty_history([batch, k], max_length, source_ids, attention_layer),
+            alive_logp=first_beam_only,
+            finished=empty_history([batch, k], max_length, source_ids, attention_layer),
+            finished_score=tf.fill([batch, k], MINUS_INF),
+            done=tf.zeros([batch], tf.bool),
+            cache=model.initial_cache(state, lengths[0], beam_size=k),
+        ),
+    )
+    return best_outputs(final, max_length, alpha, n_best, attention_layer)
+
+
+def check_beam_options(max_length, beam_size, n_best):
+    """Raises an `ArgumentError` naming the first of beam search's sizes out of range."""
+    check_positive_int("max_length", max_length)
+    check_positive_int("beam_size", beam_size)
+    if n_best is not None:
+        check_positive_int("n_best", n_best)
+        if n_best > beam_size:
+            raise ArgumentError(
+                f"`n_best` can be at most `beam_size`. Received: n_best={n_best}, "
+                f"beam_size={beam_size}"
+            )
+
+
+def beam_step(model, s, state, bos_id, eos_id, max_length, alpha, n_best, prefix_ids, layer):
+    """One step of beam search: the `BeamState` after position `s.step`."""
+    batch, k = tf.shape(s.alive_logp)[0], s.alive_logp.shape[1]
+    previous = tf.gather(s.alive["tokens"], tf.maximum(s.step - 1, 0), axis=2)  # (B, k)
+    token = tf.where(s.step == 0, tf.cast(bos_id, tf.int32), previous)  # (B, k)
+    log_probs, cache, attention = next_log_probs(
+        model, tf.reshape(token, [-1]), s.step, s.cache, state, bos_id, prefix_ids, layer
+    )  # (B*k, V), cache, (B*k, S)
+    top_logp, top_beam, top_token = best_extensions(log_probs, s.alive_logp, 2 * k)
+    # (B, 2k) each: log P of the extension, the beam it extends, its token
+    source_length = attention.shape[-1] if attention.shape[-1] is not None else -1
+    attention = tf.reshape(attention, [batch, k, source_length])  # (B, k, S)
+    top = write_step(
+        take(s.alive, top_beam),
+        s.step,
+        {"tokens": top_token, "attention": tf.gather(attention, top_beam, batch_dims=1)},
+        axis=2,
+    )  # (B, 2k, ...)
+    is_eos = top_token == eos_id
+
+    # 1. EOS among the first k extensions: joins the pool of the k best finished.
+    among_first_k = tf.range(2 * k)[None, :] < k  # (1, 2k)
+    new_score = top_logp / length_penalty(s.step + 1, alpha)
+    new_score = tf.where(is_eos & among_first_k & ~s.done[:, None], new_score, MINUS_INF)
+    pool_score = tf.concat([s.finished_score, new_score], axis=1)  # (B, 3k)
+    finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
+    finished = take(join(s.finished, top), best)  # (B, k, ...)
+
+    # 2. The k best extensions that did not end live on; their caches are their parents'.
+    alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
+    alive = take(top, best)  # (B, k, ...)
+    cache = model.reorder_cache(cache, tf.gather(top_beam, best, batch_dims=1))
+
+    # 3. Done: the best live hypothesis cannot beat the N-th best finished one.
+    best_possible = alive_logp[:, 0] / tf.maximum(
+        length_penalty(tf.minimum(s.step + 2, max_length), alpha),
+        length_penalty(max_length, alpha),
+    )  # (B,); log P <= 0, so the larger penalty is the more favourable one
+    done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
+    return BeamState(s.step + 1, alive, alive_logp, finished, finished_score, done, cache)
+
+
+def best_outputs(s, max_length, alpha, n_best, attention_layer):
+    """The N best of each sentence's finished hypotheses (and, for sentences cut at
+    `max_length`, its live ones as they are), as `beam_search` returns them."""
+    alive_score = s.alive_logp / length_penalty(max_length, alpha)
+    alive_score = tf.where(s.done[:, None], MINUS_INF, alive_score)
+    pool_score = tf.concat([s.finished_score, alive_score], axis=1)  # (B, 2k)
+    scores, best = tf.math.top_k(pool_score, n_best or 1)  # (B, N), best first
+    outputs = take(join(s.finished, s.alive), best)  # (B, N, ...)
+    if n_best is None:
+        outputs, scores = {key: value[:, 0] for key, value in outputs.items()}, scores[:, 0]
+    if attention_layer is None:
+        return outputs["tokens"], scores
+    return outputs["tokens"], scores, outputs["attention"]

@@ -1,0 +1,54 @@
+"""Greedy search: the most likely next token at every step."""
+
+import tensorflow as tf
+
+from keras_transformer.inference.defaults import MAX_LENGTH
+from keras_transformer.inference.loop import token_by_token
+
+
+def greedy_search(
+    model,
+    source_ids,
+    bos_id,
+    eos_id,
+    max_length=MAX_LENGTH,
+    prefix_ids=None,
+    attention_layer=None,
+):
+    """Picks the most likely next token at every step.
+
+    Args:
+        model: a `keras_transformer.Transformer`, or any object with its
+            step interface (`models.StepModel`, or `encode`, `initial_cache`
+            and `decode_step`).
+        source_ids: int `(B, S)`, 0-padded.
+        bos_id: id the decoder starts from.
+        eos_id: id that ends a hypothesis.
+        max_length: most tokens to generate, EOS included.
+        prefix_ids: optional int `(B, P)`, 0-padded: each output starts
+            with its row.
+        attention_layer: optional index of a decoder layer (-1: the last):
+            also return the output's cross-attention in that layer,
+            averaged over heads (needs a model whose `decode_step` takes it,
+            as `Transformer`'s does).
+
+    Returns:
+        `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
+        output and the sum of its tokens' log-probabilities; with
+        `attention_layer`, also the attention `(B, max_length, S)` of each
+        output token to the source (zero after EOS).
+
+    Example:
+    ```python
+    search = tf.function(lambda s: greedy_search(model, s, bos_id=2, eos_id=3))
+    token_ids, log_probs = search(source_ids)
+    ```
+    """
+
+    def most_likely(log_probs, step):
+        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
+
+    token_ids, log_probs, attention = token_by_token(
+        model, source_ids, bos_id, eos_id, max_length, most_likely, prefix_ids, attention_layer
+    )
+    return (token_ids, log_probs) if attention_layer is None else (token_ids, log_probs, attention)

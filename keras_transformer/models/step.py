@@ -1,0 +1,87 @@
+"""The step interface: what a model offers the searches, declared once.
+
+Every search of `keras_transformer.inference` (greedy, beam, sampling,
+prefixes, ensembles) decodes through these methods and nothing else of a
+model:
+
+    state = model.encode(source_ids)                                  # once
+    cache = model.initial_cache(state, max_length, beam_size=k)
+    logits, cache, attention = model.decode_step(tokens, step, cache, state)   # per step
+    cache = model.reorder_cache(cache, beams)   # beam search: j goes on from beams[:, j]
+    cache = model.grow_cache(cache, longer)     # only where `grows_cache` is True
+
+`Transformer` and `inference.Ensemble` derive from `StepModel`. Any other
+object with `encode`, `initial_cache(state, max_length)` and `decode_step`
+can be decoded too: the searches wrap it in `inference.HypothesisRows`,
+which repeats its state per hypothesis and reorders its cache by gathering
+rows.
+"""
+
+from typing import NamedTuple
+
+
+class Step(NamedTuple):
+    """What one decoding step returns.
+
+    Attributes:
+        logits: float32 `(B * k, V)`, the next-token logits of each hypothesis.
+        cache: the cache with the step's position written.
+        attention: float32 `(B * k, S)`, the cross-attention of the decoder
+            layer asked for (averaged over heads), or None.
+    """
+
+    logits: object
+    cache: object
+    attention: object = None
+
+
+class StepModel:
+    """Base of the models the searches decode through their own cache.
+
+    Subclasses implement the five methods; `grows_cache` says whether
+    `grow_cache` may be called (a search then starts with a short cache and
+    grows it with the output, `inference.loop.cache_lengths`).
+
+    The shapes: B sentences, k hypotheses per sentence, L cache positions,
+    V target vocabulary, S source length. `state` and `cache` are nests of
+    tensors the model defines; the searches only pass them back.
+
+    Example:
+    ```python
+    class Shifted(StepModel):  # a wrapper that adds 1 to another model's logits
+        def __init__(self, model):
+            self.model = model
+        def encode(self, source_ids):
+            return self.model.encode(source_ids)
+        def initial_cache(self, state, max_length, beam_size=1):
+            return self.model.initial_cache(state, max_length, beam_size)
+        def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+            logits, cache, attention = self.model.decode_step(
+                token_ids, step, cache, state, attention_layer)
+            return Step(logits + 1.0, cache, attention)
+        def reorder_cache(self, cache, beams):
+            return self.model.reorder_cache(cache, beams)
+    ```
+    """
+
+    grows_cache = False
+
+    def encode(self, source_ids):
+        """The decoding state of source ids `(B, S)`, computed once per batch."""
+        raise NotImplementedError
+
+    def initial_cache(self, state, max_length, beam_size=1):
+        """The empty cache of `beam_size` hypotheses per sentence, `max_length` positions each."""
+        raise NotImplementedError
+
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+        """A `Step` from the tokens `(B * k,)` at position `step` (k per sentence, in order)."""
+        raise NotImplementedError
+
+    def reorder_cache(self, cache, beams):
+        """The cache after hypothesis j of sentence b took over hypothesis `beams[b, j]`."""
+        raise NotImplementedError
+
+    def grow_cache(self, cache, max_length):
+        """The cache with room for `max_length` positions; only if `grows_cache`."""
+        raise NotImplementedError(f"{type(self).__name__} has a cache of fixed length")

@@ -1,0 +1,39 @@
+"""The run-level commands: train, evaluate, score, average and export a run directory.
+
+Each takes a run directory (`RunDirectory` owns its layout) and the run's
+configuration; the command line (`keras_transformer.cli`) is a thin layer
+over them.
+
+Example:
+```python
+config = load_config(overrides=["train.epochs=2"])
+train("runs/numbers", config)
+print(evaluate("runs/numbers")["bleu"])
+```
+"""
+
+from keras_transformer.run.average import average_checkpoints
+from keras_transformer.run.data import corpus_split
+from keras_transformer.run.directory import RunDirectory
+from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
+from keras_transformer.run.export import export, export_ctranslate2_run
+from keras_transformer.run.train import build_model, compile_from_config, train
+from keras_transformer.run.translators import load_models, load_run, make_translator, translators
+
+__all__ = [
+    "RunDirectory",
+    "average_checkpoints",
+    "build_model",
+    "compile_from_config",
+    "corpus_split",
+    "evaluate",
+    "export",
+    "export_ctranslate2_run",
+    "load_models",
+    "load_run",
+    "make_translator",
+    "score_pairs",
+    "score_translations",
+    "train",
+    "translators",
+]

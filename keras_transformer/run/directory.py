@@ -1,0 +1,228 @@
+"""The run directory: every file one training run makes, and loading what is in it.
+
+    config.json            the full configuration
+    tokenizers/source/     tokenizer files (and tokenizers/target/ unless shared)
+    model.keras            the model with the best validation loss
+    checkpoints/           weights of the last epochs (epoch-NNN.weights.h5)
+    backup/                the last two training states while training is unfinished
+    logs/                  TensorBoard logs
+    metrics.csv            loss and accuracy per epoch
+    trained.json           written when training has finished
+    averaged.keras         after `average_checkpoints`
+    {split}.{checkpoint}.beam{k}.hyp.txt, eval.{split}.{checkpoint}.beam{k}.json
+                           after `evaluate`
+
+`RunDirectory` is the only code that spells these names. What it loads is
+checked: a missing file says what to run first, a damaged one says which
+file it is.
+"""
+
+import json
+import logging
+import os
+import zipfile
+
+import keras
+
+from keras_transformer.config import read_saved_config, save_config
+from keras_transformer.errors import ArgumentError, ConfigError, DamagedFileError, RunError
+from keras_transformer.files import tree_digest
+from keras_transformer.text import load_tokenizer, train_tokenizer
+from keras_transformer.training import best_val_loss, epoch_checkpoints
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = {"best": "model.keras", "averaged": "averaged.keras"}
+
+
+class RunDirectory:
+    """The files of one training run.
+
+    Args:
+        path: the run directory (it need not exist yet).
+
+    Example:
+    ```python
+    run = RunDirectory("runs/numbers")
+    config, model, source, target = run.load("averaged")
+    ```
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def __repr__(self):
+        return f"RunDirectory({self.path!r})"
+
+    @property
+    def name(self):
+        """The directory's own name, e.g. `numbers` for `runs/numbers/`."""
+        return os.path.basename(os.path.normpath(self.path))
+
+    def file(self, *parts):
+        """A path inside the run directory."""
+        return os.path.join(self.path, *parts)
+
+    config_path = property(lambda self: self.file("config.json"))
+    done_path = property(lambda self: self.file("trained.json"))
+    metrics_path = property(lambda self: self.file("metrics.csv"))
+    checkpoints_dir = property(lambda self: self.file("checkpoints"))
+    backup_dir = property(lambda self: self.file("backup"))
+    logs_dir = property(lambda self: self.file("logs"))
+    tokenizers_dir = property(lambda self: self.file("tokenizers"))
+
+    def model_path(self, checkpoint="best"):
+        """The `.keras` file of `checkpoint`, `"best"` or `"averaged"`."""
+        if checkpoint not in CHECKPOINTS:
+            raise ArgumentError(
+                f"`checkpoint` must be one of {sorted(CHECKPOINTS)}. Received: {checkpoint!r}"
+            )
+        return self.file(CHECKPOINTS[checkpoint])
+
+    def epoch_checkpoint_pattern(self):
+        """The `ModelCheckpoint` file pattern of the per-epoch weights."""
+        return os.path.join(self.checkpoints_dir, "epoch-{epoch:03d}.weights.h5")
+
+    def epoch_checkpoints(self):
+        """The per-epoch weight files, oldest first."""
+        return epoch_checkpoints(self.checkpoints_dir)
+
+    def hypotheses_path(self, split, checkpoint, beam_size):
+        return self.file(f"{split}.{checkpoint}.beam{beam_size}.hyp.txt")
+
+    def evaluation_path(self, split, checkpoint, beam_size):
+        return self.file(f"eval.{split}.{checkpoint}.beam{beam_size}.json")
+
+    # The configuration.
+
+    def read_config(self):
+        """The saved configuration, checked against the current schema."""
+        if not os.path.isfile(self.config_path):
+            raise RunError(
+                f"{self.path!r} is not a run directory: {os.path.basename(self.config_path)} "
+                "is missing."
+            )
+        try:
+            return read_saved_config(self.config_path)
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
+            raise DamagedFileError(
+                f"{self.config_path} is damaged ({error}); it holds the run's configuration. "
+                "Restore it, or train again in a new run directory."
+            ) from None
+        except ConfigError as error:
+            raise DamagedFileError(f"{self.config_path} holds a bad value: {error}") from None
+
+    def resolve_config(self, config):
+        """The run's config: saved here if new, else the saved one, which `config` must equal."""
+        if not os.path.isfile(self.config_path):
+            os.makedirs(self.path, exist_ok=True)
+            save_config(config, self.config_path)
+            return config
+        saved = self.read_config()
+        if config is not None and config != saved:
+            changed = [
+                f"{s}.{k}: {saved[s][k]!r} -> {config[s][k]!r}"
+                for s in saved
+                for k in saved[s]
+                if saved[s][k] != config[s][k]
+            ]
+            raise RunError(
+                f"{self.path} was started with another configuration ({'; '.join(changed)}). "
+                "Use a new --run-dir, or run train without changes to resume."
+            )
+        return saved
+
+    # Training state.
+
+    def is_finished(self):
+        return os.path.isfile(self.done_path)
+
+    def mark_finished(self, history):
+        """Writes `trained.json` with the epochs trained and Keras' `history.history`."""
+        with open(self.done_path, "w", encoding="utf-8") as f:
+            json.dump({"epochs": len(history.epoch), "history": history.history}, f)
+
+    def best_val_loss(self):
+        """The lowest validation loss in `metrics.csv`, or None."""
+        return best_val_loss(self.metrics_path)
+
+    # Tokenizers and models.
+
+    def tokenizer_dir(self, side):
+        return os.path.join(self.tokenizers_dir, side)
+
+    def has_tokenizers(self):
+        return os.path.isdir(self.tokenizer_dir("source"))
+
+    def tokenizers_digest(self):
+        """SHA-256 of the tokenizer files: equal for runs that share a vocabulary."""
+        return tree_digest(self.tokenizers_dir)
+
+    def prepare_tokenizers(self, tokenizer_config, corpus):
+        """The run's `(source, target)` tokenizers: loaded, or trained on `corpus` and saved.
+
+        Args:
+            tokenizer_config: the `tokenizer` section of the configuration.
+            corpus: the training corpus (`sample_sentences`).
+        """
+        if self.has_tokenizers():
+            return self.load_tokenizers(tokenizer_config["shared"])
+        kind, size = tokenizer_config["type"], tokenizer_config["vocab_size"]
+        sample = tokenizer_config["sample_size"]
+        if tokenizer_config["shared"]:
+            source = target = train_tokenizer(kind, corpus.sample_sentences(sample), size)
+        else:
+            source = train_tokenizer(kind, corpus.sample_sentences(sample, ["source"]), size)
+            target = train_tokenizer(kind, corpus.sample_sentences(sample, ["target"]), size)
+            target.save(self.tokenizer_dir("target"))
+        source.save(self.tokenizer_dir("source"))
+        return source, target
+
+    def load_tokenizers(self, shared):
+        """The saved `(source, target)` tokenizers (one object if `shared`)."""
+        if not self.has_tokenizers():
+            raise RunError(f"{self.path} has no tokenizers; train it first.")
+        source = load_tokenizer(self.tokenizer_dir("source"))
+        if shared:
+            return source, source
+        return source, load_tokenizer(self.tokenizer_dir("target"))
+
+    def load_model(self, checkpoint="best"):
+        """The `Transformer` of `checkpoint`, `"best"` or `"averaged"`."""
+        path = self.model_path(checkpoint)
+        if not os.path.isfile(path):
+            hint = "run average first" if checkpoint == "averaged" else "train it first"
+            raise RunError(f"{path} does not exist; {hint}.")
+        if not zipfile.is_zipfile(path):
+            raise DamagedFileError(
+                f"{path} is damaged: it is not a complete .keras archive. "
+                + (
+                    "Run average again."
+                    if checkpoint == "averaged"
+                    else "Average the epoch checkpoints (average) or train again."
+                )
+            )
+        return keras.models.load_model(path)
+
+    def load(self, checkpoint="best"):
+        """`(config, model, source_tokenizer, target_tokenizer)` of a trained run.
+
+        Raises:
+            RunError: if the run is missing something or its tokenizers are
+                not its model's.
+            DamagedFileError: if a file cannot be read.
+        """
+        config = self.read_config()
+        self.model_path(checkpoint)  # an unknown checkpoint fails before anything loads
+        source, target = self.load_tokenizers(config["tokenizer"]["shared"])
+        model = self.load_model(checkpoint)
+        for side, tokenizer, size in [
+            ("source", source, model.input_vocab_size),
+            ("target", target, model.target_vocab_size),
+        ]:
+            if tokenizer.vocab_size != size:
+                raise RunError(
+                    f"The {side} tokenizer of {self.path} has {tokenizer.vocab_size} ids but "
+                    f"the model's {side} vocabulary has {size}: they are from different runs."
+                )
+        return config, model, source, target

@@ -1,0 +1,148 @@
+"""Scoring a trained run: sacreBLEU on a split, and force decoding of given translations."""
+
+import json
+import os
+
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+
+from keras_transformer.constants import PAD_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference import Translator, translate_lines
+from keras_transformer.inference.scoring import score_outputs
+from keras_transformer.run.data import corpus_split
+from keras_transformer.run.directory import RunDirectory
+from keras_transformer.run.translators import load_run, translators
+
+
+def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None):
+    """Translates a split and scores it with sacreBLEU.
+
+    Args:
+        run_dir: a trained run directory.
+        split: the split to decode; defaults to the config's `data.test_split`.
+        checkpoint: `"best"` or `"averaged"`.
+        beam_size: 1 for greedy search; a list (e.g. `[1, 4]`) decodes with
+            each, loading the model once. Defaults to `decode.beam_size`.
+        alpha: length penalty; defaults to `decode.alpha`.
+        output: the hypotheses file; defaults to
+            `{run_dir}/{split}.{checkpoint}.beam{k}.hyp.txt`.
+
+    Returns:
+        Dict with `bleu` (cased, detokenized, sacreBLEU's standard 13a
+        tokenization), `bleu_lowercase`, `bleu_intl`, `bleu_intl_lowercase`
+        (see `score_translations`), `chrf`, `signature`,
+        `signature_intl_lowercase`, `exact_match`,
+        `sentences`, `beam_size`, and `hypotheses` (the file written); a list
+        of them, one a beam size, when `beam_size` is a list.
+    """
+    several = isinstance(beam_size, (list, tuple))
+    made, config = translators(run_dir, checkpoint, beam_size if several else [beam_size], alpha)
+    run = RunDirectory(run_dir)
+    split = split or config["data"]["test_split"]
+    corpus = corpus_split(config["data"], split)
+    results = []
+    for translator in made:
+        path = output or run.hypotheses_path(split, checkpoint, translator.beam_size)
+        if output and several:
+            path = "{0}.beam{2}{1}".format(*os.path.splitext(output), translator.beam_size)
+        hypotheses = translate_lines(translator, corpus.sources, config["decode"]["batch_size"])
+        result = {
+            "split": split,
+            "checkpoint": checkpoint,
+            "sentences": len(hypotheses),
+            "beam_size": translator.beam_size,
+            "alpha": translator.alpha,
+            **score_translations(hypotheses, corpus.targets),
+            "hypotheses": path,
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(hypotheses) + "\n")
+        evaluation = run.evaluation_path(split, checkpoint, translator.beam_size)
+        with open(evaluation, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+        results.append(result)
+    return results if several else results[0]
+
+
+def score_translations(hypotheses, references):
+    """sacreBLEU cased and lowercased, with its standard 13a and its `intl` tokenization,
+    chrF, the BLEU signatures and the exact-match share.
+
+    The `intl` figures split punctuation and symbols of every script, the
+    closest sacreBLEU comes to the tokenized, lowercased BLEU of many
+    published Multi30k results.
+    """
+
+    def bleu(**options):
+        metric = sacrebleu.metrics.BLEU(**options)
+        return metric.corpus_score(hypotheses, [references]), str(metric.get_signature())
+
+    (cased, signature), (lowercase, _) = bleu(), bleu(lowercase=True)
+    (intl, _), (intl_lowercase, intl_signature) = (
+        bleu(tokenize="intl"),
+        bleu(tokenize="intl", lowercase=True),
+    )
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, [references])
+    exact = np.mean([h == r for h, r in zip(hypotheses, references, strict=True)])
+    return {
+        "bleu": round(cased.score, 2),
+        "bleu_lowercase": round(lowercase.score, 2),
+        "bleu_intl": round(intl.score, 2),
+        "bleu_intl_lowercase": round(intl_lowercase.score, 2),
+        "chrf": round(chrf.score, 2),
+        "exact_match": round(float(exact), 4),
+        "signature": signature,
+        "signature_intl_lowercase": intl_signature,
+    }
+
+
+def score_pairs(run_dir, sources, targets, checkpoint="best", batch_size=64):
+    """log P(target | source) of given translations under a run's model (force decoding).
+
+    One teacher-forced pass per batch (`inference.scoring.score_outputs`);
+    each target is scored with its EOS, and padding and BOS get probability
+    zero, as in the searches.
+
+    Args:
+        run_dir: a trained run directory.
+        sources: source sentences, a list of strings.
+        targets: their translations, a list of strings of the same length.
+        checkpoint: `"best"` or `"averaged"`.
+        batch_size: pairs per forward pass.
+
+    Returns:
+        A list of dicts, one per pair: `log_prob` (the total), `tokens`
+        (target tokens with EOS) and `log_prob_per_token`.
+    """
+    if len(sources) != len(targets):
+        raise ArgumentError(
+            f"Scoring needs one target per source. Received: {len(sources)} sources, "
+            f"{len(targets)} targets"
+        )
+    _, model, source_tokenizer, target_tokenizer = load_run(run_dir, checkpoint)
+    reader = Translator(model, source_tokenizer, target_tokenizer, jit_compile=False)
+    eos = target_tokenizer.eos_id
+    scored = []
+    for start in range(0, len(sources), batch_size):
+        source_ids = reader.source_ids(tf.constant(sources[start : start + batch_size]))
+        pieces = target_tokenizer.tokenize(tf.constant(targets[start : start + batch_size]))
+        with_eos = tf.concat([pieces, tf.fill([pieces.nrows(), 1], eos)], axis=1)
+        result = score_outputs(
+            model,
+            source_ids.numpy(),
+            with_eos.to_tensor(PAD_ID).numpy(),
+            target_tokenizer.bos_id,
+            eos,
+            batch_size=batch_size,
+        )
+        for log_prob, length in zip(result["log_prob"], result["length"], strict=True):
+            scored.append(
+                {
+                    "log_prob": float(log_prob),
+                    "tokens": int(length),
+                    "log_prob_per_token": float(log_prob / length),
+                }
+            )
+    return scored

@@ -1,0 +1,58 @@
+"""Exporting a trained run: a SavedModel for TF Serving, or a CTranslate2 model."""
+
+import os
+
+from keras_transformer.export import SAVED_MODELS_DIR, export_translator
+from keras_transformer.run.directory import RunDirectory
+from keras_transformer.run.translators import make_translator
+
+
+def export(
+    run_dir,
+    name=None,
+    base_dir=SAVED_MODELS_DIR,
+    version=None,
+    checkpoint="best",
+    text=True,
+    xla=False,
+    **kw,
+):
+    """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's.
+
+    `text=False` leaves out the tokenizers and `xla=True` keeps the XLA-compiled
+    search (see `export_translator`); other keyword arguments go to the
+    `Translator` (`beam_size`, `alpha`).
+
+    Example:
+    ```python
+    export("runs/numbers")  # saved_models/numbers/1
+    ```
+    """
+    translator = make_translator(run_dir, checkpoint, **kw)
+    name = name or RunDirectory(run_dir).name
+    return export_translator(
+        translator, name, base_dir=base_dir, version=version, text=text, xla=xla
+    )
+
+
+def export_ctranslate2_run(
+    run_dir, directory=None, base_dir=SAVED_MODELS_DIR, checkpoint="best", quantization=None, **kw
+):
+    """Exports a run as a CTranslate2 model directory (see `export_ctranslate2`).
+
+    `directory` defaults to `{base_dir}/{run name}-ctranslate2-{quantization}`
+    (`float32` without quantization); other keyword arguments go to the
+    `Translator` whose options are saved with it (`beam_size`, `alpha`).
+
+    Example:
+    ```python
+    export_ctranslate2_run("runs/numbers", quantization="int8")
+    ```
+    """
+    from keras_transformer.export.ctranslate2 import export_ctranslate2
+
+    translator = make_translator(run_dir, checkpoint, **kw)
+    if directory is None:
+        name = f"{RunDirectory(run_dir).name}-ctranslate2-{quantization or 'float32'}"
+        directory = os.path.join(base_dir, name)
+    return export_ctranslate2(translator, directory, quantization=quantization)

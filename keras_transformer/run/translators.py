@@ -1,0 +1,82 @@
+"""Loading trained runs for decoding: one run, or an ensemble of runs, as `Translator`s."""
+
+import os
+
+from keras_transformer.errors import RunError
+from keras_transformer.inference import Ensemble, Translator
+from keras_transformer.run.directory import RunDirectory
+
+
+def load_run(run_dir, checkpoint="best"):
+    """`(config, model, source_tokenizer, target_tokenizer)` of a trained run.
+
+    Args:
+        run_dir: the run directory.
+        checkpoint: `"best"` (lowest validation loss) or `"averaged"`.
+    """
+    return RunDirectory(run_dir).load(checkpoint)
+
+
+def load_models(run_dirs, checkpoint="best"):
+    """`load_run` of one run directory, or of several as an `Ensemble`.
+
+    The runs of an ensemble must have identical tokenizer files; the config
+    returned is the first run's.
+    """
+    if isinstance(run_dirs, (str, os.PathLike)):
+        return load_run(run_dirs, checkpoint)
+    runs = [RunDirectory(run_dir) for run_dir in run_dirs]
+    for other in runs[1:]:
+        if other.tokenizers_digest() != runs[0].tokenizers_digest():
+            raise RunError(
+                f"{runs[0].path} and {other.path} have different tokenizers; an ensemble's "
+                "models must share one vocabulary."
+            )
+    loaded = [run.load(checkpoint) for run in runs]
+    config, _, source, target = loaded[0]
+    if len(loaded) == 1:
+        return loaded[0]
+    return config, Ensemble([model for _, model, _, _ in loaded]), source, target
+
+
+def translators(
+    run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None, **options
+):
+    """`([Translator per beam size], config)` of a trained run (or runs), loaded once."""
+    config, model, source, target = load_models(run_dir, checkpoint)
+    d = config["decode"]
+    made = [
+        Translator(
+            model,
+            source,
+            target,
+            max_length=d["max_length"] if max_length is None else max_length,
+            beam_size=d["beam_size"] if beam_size is None else beam_size,
+            alpha=d["alpha"] if alpha is None else alpha,
+            **options,
+        )
+        for beam_size in beam_sizes
+    ]
+    return made, config
+
+
+def make_translator(
+    run_dir, checkpoint="best", beam_size=None, alpha=None, max_length=None, **options
+):
+    """A `Translator` of a trained run; unset decoding options come from its config.
+
+    Args:
+        run_dir: a run directory, or a list of them for an ensemble (their
+            models decode as one `Ensemble`; they must share tokenizers).
+        checkpoint: `"best"` or `"averaged"`.
+        beam_size, alpha, max_length: decoding options; None takes the
+            config's (the first run's, for an ensemble).
+        **options: further `Translator` arguments (`n_best`, `sample`,
+            `temperature`, `top_k`, `top_p`, `seed`).
+
+    Example:
+    ```python
+    make_translator("runs/numbers", beam_size=1)(tf.constant(["zwei"]))  # [b'two']
+    ```
+    """
+    return translators(run_dir, checkpoint, [beam_size], alpha, max_length, **options)[0][0]
