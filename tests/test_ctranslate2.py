@@ -100,7 +100,12 @@ def test_ctranslate2_greedy_is_the_package_greedy_and_int8_keeps_the_bleu(
     )
     assert bleu > 50, f"the tiny model should translate numbers, BLEU {bleu:.1f}"
     assert bleu_int8 >= bleu - 0.5, (bleu, bleu_int8)
-    assert exact_int8 >= exact - 0.01, (exact, exact_int8)
+    # Sentence by sentence: int8 loses no more exact matches than it gains, up to
+    # McNemar's two standard deviations (the tiny model gets ~8% of 300 exactly right,
+    # so a bound on the two rates alone would judge a handful of sentences).
+    lost = sum(a == t != b for a, b, t in zip(theirs, ours_int8, test.targets, strict=True))
+    gained = sum(b == t != a for a, b, t in zip(theirs, ours_int8, test.targets, strict=True))
+    assert lost - gained <= 2 * np.sqrt(lost + gained), (exact, exact_int8, lost, gained)
 
 
 def test_ctranslate2_export_refuses_what_it_cannot_write(tiny_translation, tmp_path):

@@ -186,7 +186,9 @@ def test_fit_learns_to_copy_sequences():
     )
     compile_like_the_paper(model, warmup_steps=100)
     train = dataset(copy_pairs(1024, reverse=False)).cache()
-    model.fit(train, epochs=8, verbose=0, shuffle=False)
+    # Accuracy swings while the learning rate is near its peak (0.95 after epoch 6, 0.85
+    # after 8 on one CPU) and settles near 0.98 from epoch 13 on.
+    model.fit(train, epochs=16, verbose=0, shuffle=False)
     _, accuracy = model.evaluate(dataset(copy_pairs(256, reverse=False, seed=1)), verbose=0)
     assert accuracy > 0.9  # chance is 1/17 per token
 
