@@ -1,0 +1,99 @@
+"""The package's layout keeps its promises: dependencies point down the list of
+DESIGN.md (layers know nothing of training, the model nothing of training or
+inference), the searches and exporters probe no capabilities with `hasattr`,
+and no module or function outgrows a screen's worth of reading."""
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "keras_transformer"
+
+# Lower ranks are imported by higher ones, never the reverse.
+RANKS = {
+    "constants": 0,
+    "errors": 0,
+    "compat": 0,
+    "files": 0,
+    "validation": 0,
+    "startup": 0,
+    "layers": 1,
+    "models": 2,
+    "training": 3,
+    "text": 3,
+    "datasets": 3,
+    "inference": 4,
+    "export": 5,
+    "config": 6,
+    "run": 7,
+    "workflow": 8,
+    "cli": 8,
+    "__init__": 9,
+    "__main__": 9,
+}
+
+
+def modules():
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def part(path):
+    """The first component of a module's path inside the package: its rank's key."""
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def imported_parts(tree):
+    """The package parts a module imports, anywhere in it (lazy imports too)."""
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+            if node.module == "keras_transformer":
+                names = [f"keras_transformer.{alias.name}" for alias in node.names]
+        for name in names:
+            if name.startswith("keras_transformer."):
+                yield name.split(".")[1]
+
+
+def test_every_module_imports_only_what_sits_below_it():
+    upward = []
+    for path in modules():
+        rank = RANKS[part(path)]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        above = {name for name in imported_parts(tree) if RANKS[name] > rank}
+        if above:
+            upward.append(f"{path.relative_to(PACKAGE)} (rank {rank}) imports {sorted(above)}")
+    assert not upward
+
+
+def test_the_model_does_not_import_training():
+    for path in (PACKAGE / "models").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert "training" not in set(imported_parts(tree)), path.name
+
+
+def test_searches_and_exporters_declare_capabilities_instead_of_probing_them():
+    for folder in ("inference", "export"):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            calls = [
+                node
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "hasattr"
+            ]
+            assert not calls, f"{path.name}:{calls[0].lineno} calls hasattr"
+
+
+def test_modules_and_functions_stay_short():
+    for path in modules():
+        source = path.read_text(encoding="utf-8")
+        assert source.count("\n") <= 450, f"{path.name} has {source.count(chr(10))} lines"
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef):
+                body = node.body
+                has_docstring = isinstance(body[0], ast.Expr) and isinstance(
+                    body[0].value, ast.Constant
+                )
+                first = body[1] if has_docstring and len(body) > 1 else body[0]
+                lines = node.end_lineno - first.lineno + 1
+                assert lines <= 80, f"{path.name}: {node.name} has a body of {lines} lines"
