@@ -27,8 +27,8 @@ Each is timed `--rounds` times after a warm-up call; the median counts.
 `beam4_cost` is what a beam-4 sentence costs in greedy sentences, and
 `rows4_cost` what a sentence of greedy search over 4 times the rows does.
 
-`--baseline REV` also runs greedy and beam 4 (both with XLA) with
-`keras_transformer/inference/search.py` as it was at git revision REV, on the
+`--baseline REV` also runs greedy and beam 4 (both with XLA) with the package
+`keras_transformer/inference/` as it was at git revision REV, on the
 same model in the same process, the two versions timed in alternation, and
 prints the ratio of their speeds: what a change to the searches costs. With
 `--run-dir`, that comparison decodes a trained run's test split instead (its
@@ -40,12 +40,14 @@ them; it also counts the sentences on which the two versions differ.
 """
 
 import argparse
-import importlib.util
+import importlib
+import io
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -58,8 +60,8 @@ import tensorflow as tf  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_transformer as kt  # noqa: E402
-from keras_transformer.run import corpus_split, load_run  # noqa: E402
 from keras_transformer.inference import Translator, beam_search, greedy_search  # noqa: E402
+from keras_transformer.run import corpus_split, load_run  # noqa: E402
 
 BOS = 2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -159,23 +161,61 @@ def kerashub_rate(source_ids, new_tokens, rounds):
     return len(source_ids) / time_call(cached, source_ids, rounds), agree
 
 
-def search_module_at(revision):
-    """`keras_transformer/inference/search.py` as it was at a git revision, as a module."""
-    path = "keras_transformer/inference/search.py"
-    shown = subprocess.run(
-        ["git", "show", f"{revision}:{path}"], cwd=REPO, capture_output=True, text=True
+def searches_at(revision):
+    """`(search module, model adapter)` of `keras_transformer/inference/` at a git revision.
+
+    The package is imported under the name `inference_at_baseline` beside this
+    checkout's (its files on disk, so that AutoGraph can read their source);
+    the rest of `keras_transformer` is this checkout's. Revisions before the
+    step interface returned a `Step` get the model through `TwoValueSteps`.
+    """
+    archive = subprocess.run(
+        ["git", "archive", revision, "keras_transformer/inference"], cwd=REPO, capture_output=True
     )
-    if shown.returncode != 0:
-        raise SystemExit(f"git show {revision}:{path} failed: {shown.stderr.strip()}")
-    # A file on disk, so that AutoGraph can read the module's source.
-    folder = tempfile.mkdtemp(prefix="search_at_")
-    filename = os.path.join(folder, "search.py")
-    with open(filename, "w", encoding="utf-8") as file:
-        file.write(shown.stdout)
-    spec = importlib.util.spec_from_file_location("search_at_baseline", filename)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if archive.returncode != 0:
+        raise SystemExit(f"git archive {revision} failed: {archive.stderr.decode().strip()}")
+    folder = tempfile.mkdtemp(prefix="inference_at_")
+    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(folder, filter="data")
+    package = os.path.join(folder, "inference_at_baseline")
+    os.rename(os.path.join(folder, "keras_transformer", "inference"), package)
+    for name in os.listdir(package):
+        path = os.path.join(package, name)
+        with open(path, encoding="utf-8") as file:
+            source = file.read().replace("keras_transformer.inference", "inference_at_baseline")
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(source)
+    sys.path.insert(0, folder)
+    module = importlib.import_module("inference_at_baseline.search")
+    steps_are_pairs = not os.path.isfile(os.path.join(package, "adapters.py"))
+    return module, (TwoValueSteps if steps_are_pairs else lambda model: model)
+
+
+class TwoValueSteps:
+    """A model's step interface as it was before `Step`: `decode_step` returns
+    `(logits, cache)`, and `(logits, cache, attention)` only with `attention_layer`."""
+
+    def __init__(self, model):
+        self.model = model
+        self.input_vocab_size = model.input_vocab_size
+        self.target_vocab_size = model.target_vocab_size
+
+    def encode(self, source_ids):
+        return self.model.encode(source_ids)
+
+    def initial_cache(self, state, max_length, beam_size=1):
+        return self.model.initial_cache(state, max_length, beam_size)
+
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+        logits, cache, attention = self.model.decode_step(
+            token_ids, step, cache, state, attention_layer
+        )
+        return (logits, cache) if attention_layer is None else (logits, cache, attention)
+
+    def reorder_cache(self, cache, beams):
+        return self.model.reorder_cache(cache, beams)
+
+    def grow_cache(self, cache, max_length):
+        return self.model.grow_cache(cache, max_length)
 
 
 def time_alternately(functions, batches, rounds):
@@ -207,16 +247,16 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
     """`(speed now / then per search, sentences whose outputs differ per search, what a
     beam-4 sentence costs now in greedy sentences)` of this checkout's searches against
     those at `revision`, same model and inputs."""
-    old = search_module_at(revision)
+    old, adapt = searches_at(revision)
     searches = {}
-    for label, module in [("now", None), (revision, old)]:
+    for label, module, decoded in [("now", None, model), (revision, old, adapt(model))]:
         greedy = greedy_search if module is None else module.greedy_search
         beam = beam_search if module is None else module.beam_search
         searches[f"greedy {label}"] = tf.function(
-            lambda s, f=greedy: f(model, s, bos, eos, max_length=n)[0], jit_compile=True
+            lambda s, f=greedy, m=decoded: f(m, s, bos, eos, max_length=n)[0], jit_compile=True
         )
         searches[f"beam4 {label}"] = tf.function(
-            lambda s, f=beam: f(model, s, bos, eos, max_length=n, beam_size=4)[0],
+            lambda s, f=beam, m=decoded: f(m, s, bos, eos, max_length=n, beam_size=4)[0],
             jit_compile=True,
         )
     seconds, outputs = time_alternately(searches, batches, rounds)
