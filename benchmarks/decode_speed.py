@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer.inference import Translator, beam_search, greedy_search  # noqa: E402
+from keras_transformer.models import StepWrapper  # noqa: E402
 from keras_transformer.run import corpus_split, load_run  # noqa: E402
 
 BOS = 2
@@ -190,29 +191,15 @@ def searches_at(revision):
     return module, (TwoValueSteps if steps_are_pairs else lambda model: model)
 
 
-class TwoValueSteps:
+class TwoValueSteps(StepWrapper):
     """A model's step interface as it was before `Step`: `decode_step` returns
     `(logits, cache)`, and `(logits, cache, attention)` only with `attention_layer`."""
-
-    def __init__(self, model):
-        self.model = model
-        self.input_vocab_size = model.input_vocab_size
-        self.target_vocab_size = model.target_vocab_size
-
-    def encode(self, source_ids):
-        return self.model.encode(source_ids)
-
-    def initial_cache(self, state, max_length, beam_size=1):
-        return self.model.initial_cache(state, max_length, beam_size)
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
         logits, cache, attention = self.model.decode_step(
             token_ids, step, cache, state, attention_layer
         )
         return (logits, cache) if attention_layer is None else (logits, cache, attention)
-
-    def reorder_cache(self, cache, beams):
-        return self.model.reorder_cache(cache, beams)
 
     def grow_cache(self, cache, max_length):
         return self.model.grow_cache(cache, max_length)

@@ -12,6 +12,7 @@ from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.loop import cache_lengths
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.inference.top_k import top_k_by_blocks
+from keras_transformer.models import StepWrapper
 
 BOS, EOS = 2, 3
 
@@ -106,25 +107,10 @@ def test_beam_search_through_the_lineage_equals_beam_search_gathering_rows(atten
         np.testing.assert_allclose(lineage[2].numpy(), rows[2].numpy(), atol=1e-5)
 
 
-class FixedCache:
-    """`model`'s step interface without `grow_cache`: one cache of `max_length`."""
+class FixedCache(StepWrapper):
+    """`model`'s step interface in one cache of `max_length`."""
 
-    def __init__(self, model):
-        self.model = model
-        self.input_vocab_size = model.input_vocab_size
-        self.target_vocab_size = model.target_vocab_size
-
-    def encode(self, source_ids):
-        return self.model.encode(source_ids)
-
-    def initial_cache(self, state, max_length, beam_size=1):
-        return self.model.initial_cache(state, max_length, beam_size)
-
-    def decode_step(self, *args, **kwargs):
-        return self.model.decode_step(*args, **kwargs)
-
-    def reorder_cache(self, cache, beams):
-        return self.model.reorder_cache(cache, beams)
+    grows_cache = False
 
 
 def test_cache_lengths_halve_max_length_down_to_64_positions_for_a_cache_that_grows():

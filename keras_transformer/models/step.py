@@ -46,21 +46,13 @@ class StepModel:
     V target vocabulary, S source length. `state` and `cache` are nests of
     tensors the model defines; the searches only pass them back.
 
-    Example:
+    Example (a wrapper that changes one method, the rest forwarded):
     ```python
-    class Shifted(StepModel):  # a wrapper that adds 1 to another model's logits
-        def __init__(self, model):
-            self.model = model
-        def encode(self, source_ids):
-            return self.model.encode(source_ids)
-        def initial_cache(self, state, max_length, beam_size=1):
-            return self.model.initial_cache(state, max_length, beam_size)
+    class Shifted(StepWrapper):  # adds 1 to another model's logits
         def decode_step(self, token_ids, step, cache, state, attention_layer=None):
             logits, cache, attention = self.model.decode_step(
                 token_ids, step, cache, state, attention_layer)
             return Step(logits + 1.0, cache, attention)
-        def reorder_cache(self, cache, beams):
-            return self.model.reorder_cache(cache, beams)
     ```
     """
 
@@ -85,3 +77,44 @@ class StepModel:
     def grow_cache(self, cache, max_length):
         """The cache with room for `max_length` positions; only if `grows_cache`."""
         raise NotImplementedError(f"{type(self).__name__} has a cache of fixed length")
+
+
+class StepWrapper(StepModel):
+    """A `StepModel` that forwards each method to the `StepModel` it wraps.
+
+    Subclasses override the methods they change; a class attribute
+    `grows_cache = False` keeps the searches to one cache of `max_length`.
+
+    Args:
+        model: the `StepModel` to forward to.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+    @property
+    def grows_cache(self):
+        return self.model.grows_cache
+
+    @property
+    def input_vocab_size(self):
+        return self.model.input_vocab_size
+
+    @property
+    def target_vocab_size(self):
+        return self.model.target_vocab_size
+
+    def encode(self, source_ids):
+        return self.model.encode(source_ids)
+
+    def initial_cache(self, state, max_length, beam_size=1):
+        return self.model.initial_cache(state, max_length, beam_size)
+
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+        return self.model.decode_step(token_ids, step, cache, state, attention_layer)
+
+    def reorder_cache(self, cache, beams):
+        return self.model.reorder_cache(cache, beams)
+
+    def grow_cache(self, cache, max_length):
+        return self.model.grow_cache(cache, max_length)
