@@ -201,9 +201,6 @@ class TwoValueSteps(StepWrapper):
         )
         return (logits, cache) if attention_layer is None else (logits, cache, attention)
 
-    def grow_cache(self, cache, max_length):
-        return self.model.grow_cache(cache, max_length)
-
 
 def time_alternately(functions, batches, rounds):
     """Median seconds of each function over all `batches`, timed in turn round by round
