@@ -49,6 +49,16 @@ MODEL_ARGUMENTS = [
     if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
     and name not in ("input_vocab_size", "target_vocab_size")
 ]
+# The `Translator` options a run's `decode` section holds, with its defaults.
+DECODE_OPTIONS = [
+    "beam_size",
+    "alpha",
+    "max_length",
+    "max_length_a",
+    "max_length_b",
+    "min_length",
+    "no_repeat_ngram_size",
+]
 MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 
 DEFAULTS = {
@@ -100,7 +110,7 @@ DEFAULTS = {
         "seed": 0,
     },
     "decode": {
-        **signature_defaults(Translator, ["beam_size", "alpha", "max_length"]),
+        **signature_defaults(Translator, DECODE_OPTIONS),
         "batch_size": 64,
     },
 }
@@ -201,6 +211,10 @@ RULES = {
         "beam_size": POSITIVE_INT,
         "alpha": NUMBER,
         "max_length": POSITIVE_INT,
+        "max_length_a": Rule((float,), "a finite number >= 0", lambda v: 0 <= v < math.inf),
+        "max_length_b": optional(Rule((int,), "an integer")),
+        "min_length": COUNT,
+        "no_repeat_ngram_size": COUNT,
         "batch_size": POSITIVE_INT,
     },
 }

@@ -1,4 +1,5 @@
 import csv
+import io
 import json
 import os
 import re
@@ -122,10 +123,10 @@ def test_evaluate_shows_several_beam_sizes_side_by_side(run, capsys):
 
 
 def test_translate_export_and_the_exported_model_agree(run, tmp_path, capsys, monkeypatch):
-    sentences = ["twenty-one", "", "nine hundred and ninety-nine thousand"]
+    sentences = ["twenty-one", "", "nine hundred and ninety-nine thousand", "  "]
     assert cli("translate", "--run-dir", run, *sentences) == 0
     from_run = capsys.readouterr().out.splitlines()
-    assert len(from_run) == 3
+    assert len(from_run) == 4 and from_run[1] == from_run[3] == ""
 
     base = tmp_path / "saved_models"
     assert cli("export", "--run-dir", run, "--base-dir", base, "--name", "numbers_en_de") == 0
@@ -205,6 +206,25 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
     assert "error: `top_p` must be in (0, 1]" in capsys.readouterr().err
     assert cli("translate", "--run-dir", run, "--beam-size", 2, "--n-best", 3, "x") == 2
     assert "`n_best` can be at most `beam_size`" in capsys.readouterr().err
+
+
+def test_translate_takes_length_options_and_reports_cut_sources(run, capsys, monkeypatch):
+    long = "one two three " * 100  # over the translator's 256 source tokens
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"seven\n{long}\n\nzwei\n{long}\n"))
+    args = ["--beam-size", 2, "--max-length-a", 0, "--max-length-b", 3]
+    assert cli("translate", "--run-dir", run, *args, "--n-best", 2) == 0
+    out, err = capsys.readouterr()
+    assert "2 of 5 lines have more than 255 source tokens" in err and "line 2, 5" in err
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert all(len(r[2].split()) <= 3 for r in rows) and rows[4][2] == ""
+    for bad in (["--alpha", "nan"], ["--min-length", "-1"]):
+        with pytest.raises(SystemExit) as exit_info:
+            cli("translate", "--run-dir", run, *bad, "x")
+        assert exit_info.value.code == 2
+    assert "give a finite number. Received: 'nan'" in capsys.readouterr().err
+    assert cli("translate", "--run-dir", run, "--min-length", 30, "x") == 2
+    assert "`min_length` counts the tokens before EOS" in capsys.readouterr().err
 
 
 def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
@@ -371,6 +391,7 @@ def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):
         ),
         (["evaluate", "--run-dir", "{tmp}/nothing"], "is not a run directory"),
         (["translate", "--saved-model", "{tmp}", "hello"], "No SavedModel"),
+        (["translate", "--saved-model", "{tmp}", "--beam-size", "2", "x"], "need --run-dir"),
     ],
 )
 def test_user_errors_end_with_one_clear_line(args, message, tmp_path, capsys):

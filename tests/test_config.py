@@ -47,9 +47,12 @@ def test_the_layers_share_the_models_defaults():
 
 def test_decoding_defaults_are_the_same_everywhere():
     decode = {k: v for k, v in cfg.DEFAULTS["decode"].items() if k != "batch_size"}
-    for function in [kt.Translator, beam_search]:
-        assert {k: defaults(function)[k] for k in decode} == decode, function
+    assert {k: defaults(kt.Translator)[k] for k in decode} == decode
+    searched = ["beam_size", "alpha", "max_length"]
+    assert {k: defaults(beam_search)[k] for k in searched} == {k: decode[k] for k in searched}
     assert defaults(greedy_search)["max_length"] == decode["max_length"]
+    lengths = kt.inference.LengthOptions()._asdict()
+    assert lengths == {k: decode[k] for k in lengths}
 
 
 @pytest.mark.parametrize(

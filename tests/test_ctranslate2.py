@@ -108,6 +108,31 @@ def test_ctranslate2_greedy_is_the_package_greedy_and_int8_keeps_the_bleu(
     assert lost - gained <= 2 * np.sqrt(lost + gained), (exact, exact_int8, lost, gained)
 
 
+def test_ctranslate2_takes_the_exported_length_options(tiny_translation, tmp_path):
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    sources = numbers_corpus("test").sources[:100] + ["", "   "]
+    options = {"min_length": 6, "no_repeat_ngram_size": 2}
+    translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1, **options)
+    ours = kt.inference.translate_lines(translator, sources)
+    theirs = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "options"))(sources)
+    assert ours[-2:] == theirs[-2:] == ["", ""]
+    same = np.mean([a == b for a, b in zip(ours, theirs, strict=True)])
+    assert same >= 0.97, f"only {same:.1%} of greedy outputs agree"
+    plain = translator.copy(min_length=0, no_repeat_ngram_size=0)
+    bound = [
+        i for i, text in enumerate(kt.inference.translate_lines(plain, sources)) if text != ours[i]
+    ]
+    assert len(bound) >= 10  # sentences the options change
+    assert np.mean([ours[i] == theirs[i] for i in bound]) >= 0.9, bound
+
+    limited = translator.copy(min_length=0, max_length_a=1.0, max_length_b=-1)
+    cut = CTranslate2Translator(export_ctranslate2(limited, tmp_path / "limited"))
+    ids = tokenizer.tokenize(tf.constant(sources)).to_list()
+    source_pieces = [[tokenizer.pieces[i] for i in row] for row in ids]
+    for source, target in zip(source_pieces, cut.translate_pieces(source_pieces), strict=True):
+        assert len(target) <= max(1, len(source)), (source, target)  # 1 * (pieces + EOS) - 1
+
+
 def test_ctranslate2_export_refuses_what_it_cannot_write(tiny_translation, tmp_path):
     model, tokenizer = load_tiny_translation(tiny_translation)
     translator = kt.Translator(model, tokenizer, tokenizer)

@@ -35,14 +35,12 @@ def translator(tiny_translation):
 def test_translator_returns_one_string_per_input_of_any_kind(translator):
     outputs = translator(tf.constant(MIXED)).numpy()
     assert outputs.shape == (len(MIXED),) and outputs.dtype == object
-    greedy = Translator(
-        translator.model,
-        translator.source_tokenizer,
-        translator.target_tokenizer,
-        max_length=40,
-        beam_size=1,
-    )
-    assert greedy(tf.constant(MIXED)).numpy().shape == (len(MIXED),)
+    greedy = translator.copy(beam_size=1)
+    greedy_outputs = greedy(tf.constant(MIXED)).numpy()
+    assert greedy_outputs.shape == (len(MIXED),)
+    for empty in (1, 2):  # "" and whitespace
+        assert outputs[empty] == greedy_outputs[empty] == b""
+    assert greedy(tf.constant([""])).numpy().tolist() == [b""]
 
 
 def test_translator_rejects_a_tokenizer_larger_than_the_model(translator):
@@ -97,6 +95,7 @@ def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(translato
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert [bytes.fromhex(o) for o in loaded["outputs"]] == list(expected)
+    assert expected[1] == expected[2] == b""  # empty and whitespace-only inputs
     assert loaded["ids_shape"] == [1, 40]
 
 

@@ -437,7 +437,7 @@ def test_a_beam_wider_than_the_search_space_finds_the_exhaustive_best(seed, alph
     # drop one, and the search must return the best of all 63 outputs,
     # sentence by sentence.
     model = HistoryStub(vocab=5, seed=seed)
-    source_ids = np.arange(1, 41, dtype="int32")[:, None]
+    source_ids = np.arange(4, 44, dtype="int32")[:, None]  # from 4: [3] is [EOS], an empty source
     tokens, scores = beam_search(
         model, source_ids, BOS, EOS, max_length=5, beam_size=48, alpha=alpha
     )
@@ -455,7 +455,7 @@ def assert_output(row, output):
 @pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0)])
 def test_n_best_are_the_exhaustive_n_best_in_order(seed, alpha):
     model = HistoryStub(vocab=5, seed=seed)
-    source_ids = np.arange(1, 21, dtype="int32")[:, None]
+    source_ids = np.arange(4, 24, dtype="int32")[:, None]
     tokens, scores = beam_search(
         model, source_ids, BOS, EOS, max_length=5, beam_size=48, alpha=alpha, n_best=5
     )
@@ -470,7 +470,7 @@ def test_n_best_are_the_exhaustive_n_best_in_order(seed, alpha):
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_a_prefix_is_kept_and_the_rest_is_the_best_continuation(alpha):
     model = HistoryStub(vocab=5, seed=4)
-    source_ids = np.arange(1, 13, dtype="int32")[:, None]
+    source_ids = np.arange(4, 16, dtype="int32")[:, None]
     starts = [[4, 1], [1], [], [4, 4, 4]] * 3  # rows of different prefix lengths
     prefix_ids = np.zeros((12, 3), "int32")
     for row, start in enumerate(starts):

@@ -7,7 +7,7 @@ from conftest import load_tiny_translation
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
-from keras_transformer.inference import Ensemble, Translator
+from keras_transformer.inference import Ensemble, LengthOptions, Translator, beam_search
 
 SENTENCES = numbers_corpus("test").sources[:12]
 
@@ -110,3 +110,52 @@ def test_an_ensemble_averages_log_probabilities_and_needs_one_vocabulary(parts):
     small = kt.Transformer(1, 16, 2, 16, 7, 7)
     with pytest.raises(ValueError, match="must share their vocabularies"):
         Ensemble([model, small])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"beam_size": 1}, {"beam_size": 3, "n_best": 2}, {"sample": True, "n_best": 2, "seed": 4}],
+)
+def test_empty_and_whitespace_sources_translate_as_empty_strings(parts, options):
+    search = translator(parts, **options)
+    result = search.translate(["", SENTENCES[0], "   "])["translations"].numpy()
+    assert result[0, 0] == result[2, 0] == b""
+    if not search.sample:  # a sample's random numbers depend on the batch
+        alone = search.translate([SENTENCES[0]])["translations"].numpy()
+        np.testing.assert_array_equal(result[1], alone[0])
+    assert search.translate([" "])["translations"].numpy()[0, 0] == b""
+
+
+def test_sources_cut_to_max_source_length_are_reported(parts):
+    search = translator(parts, beam_size=1, max_source_length=4)
+    sentences = ["one", "one two three four five six", ""]
+    lengths = search.source_tokenizer.tokenize(tf.constant(sentences)).row_lengths().numpy()
+    expected = lengths + 1 > 4  # EOS counts
+    assert expected.tolist() == [False, True, False]
+    np.testing.assert_array_equal(search.truncated(sentences), expected)
+    np.testing.assert_array_equal(search.translate(sentences)["truncated"], expected)
+
+
+def test_length_options_reach_the_search_as_given(parts):
+    options = {"max_length_a": 0.5, "max_length_b": 3, "min_length": 2, "no_repeat_ngram_size": 1}
+    search = translator(parts, beam_size=3, **options)
+    source_ids = search.source_ids(tf.constant(SENTENCES))
+    model, tokenizer = parts
+    expected, _ = beam_search(
+        model,
+        source_ids,
+        tokenizer.bos_id,
+        tokenizer.eos_id,
+        30,
+        beam_size=3,
+        length_options=LengthOptions(**options),
+    )
+    np.testing.assert_array_equal(search.translate_ids(source_ids), expected)
+    for row, source in zip(expected.numpy(), source_ids.numpy(), strict=True):
+        output = [t for t in row if t]
+        assert len(output) <= int(0.5 * (source != 0).sum() + 3)
+        assert len(set(output)) == len(output) and output[-1] == tokenizer.eos_id
+    with pytest.raises(ValueError, match="`alpha` must be a finite number"):
+        search.copy(alpha=float("nan"))
+    with pytest.raises(ValueError, match="`no_repeat_ngram_size` must be an integer >= 0"):
+        search.copy(no_repeat_ngram_size=-2)

@@ -26,6 +26,7 @@ Requires the optional `ctranslate2` package (`pip install
 """
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -36,6 +37,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID, UNK_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.text import load_tokenizer
@@ -45,6 +47,7 @@ POSITIONS = 1024
 DECODE_FILE = "keras_transformer.json"
 SOURCE_TOKENIZER = "source_tokenizer"
 TARGET_TOKENIZER = "target_tokenizer"
+LENGTH_DEFAULTS = LengthOptions()._asdict()  # for exports written before the length options
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "tanh": "Tanh"}
 
 
@@ -262,6 +265,7 @@ def export_ctranslate2(translator, directory, quantization=None):
             "alpha": translator.alpha,
             "max_length": translator.max_length,
             "max_source_length": translator.max_source_length,
+            **translator.length_options._asdict(),
             "quantization": quantization,
         }
         with open(os.path.join(staging, DECODE_FILE), "w", encoding="utf-8") as f:
@@ -277,7 +281,13 @@ class CTranslate2Translator:
 
     Tokenization uses the package's own tokenizers (TensorFlow Text), so the
     ids are the ones the model was trained on; CTranslate2 runs the encoder,
-    the decoder and the search.
+    the decoder and the search. The exported length options map to
+    CTranslate2's: `min_length` to `min_decoding_length`,
+    `no_repeat_ngram_size` to its own, and a limit of `max_length_a` and
+    `max_length_b` to `max_decoding_length`, sentence by sentence (sentences
+    of one limit are translated together). CTranslate2 cuts an output at
+    that limit where the package's search ends it with EOS, so outputs that
+    reach it can differ.
 
     Args:
         directory: a directory written by `export_ctranslate2`.
@@ -311,6 +321,9 @@ class CTranslate2Translator:
         self.alpha = options["alpha"] if alpha is None else alpha
         self.max_length = options["max_length"]
         self.max_source_length = options["max_source_length"]
+        self.length_options = LengthOptions(
+            **{name: options.get(name, default) for name, default in LENGTH_DEFAULTS.items()}
+        )
         self.source_tokenizer = load_tokenizer(os.path.join(directory, SOURCE_TOKENIZER))
         self.target_tokenizer = load_tokenizer(os.path.join(directory, TARGET_TOKENIZER))
         self._source_pieces = self.source_tokenizer.pieces
@@ -328,17 +341,33 @@ class CTranslate2Translator:
             intra_threads=intra_threads,
         )
 
+    def limit(self, source_length):
+        """Most target tokens for a source of `source_length` pieces (EOS not counted)."""
+        a, b = self.length_options.max_length_a, self.length_options.max_length_b
+        b = self.max_length if b is None else b
+        return max(1, min(self.max_length, math.floor(a * (source_length + 1) + b)))
+
     def translate_pieces(self, source_pieces, max_batch_size=64):
         """Target pieces for lists of source pieces (EOS is appended by the model)."""
-        results = self.translator.translate_batch(
-            source_pieces,
-            beam_size=self.beam_size,
-            length_penalty=self.alpha if self.beam_size > 1 else 0.0,
-            max_decoding_length=self.max_length,
-            max_batch_size=max_batch_size,
-            suppress_sequences=self._never_generated,
-        )
-        return [result.hypotheses[0] for result in results]
+        targets = [[] for _ in source_pieces]  # an empty source stays empty
+        by_limit = {}
+        for index, pieces in enumerate(source_pieces):
+            if pieces:
+                by_limit.setdefault(self.limit(len(pieces)), []).append(index)
+        for limit, indices in by_limit.items():
+            results = self.translator.translate_batch(
+                [source_pieces[i] for i in indices],
+                beam_size=self.beam_size,
+                length_penalty=self.alpha if self.beam_size > 1 else 0.0,
+                max_decoding_length=limit,
+                min_decoding_length=self.length_options.min_length,
+                no_repeat_ngram_size=self.length_options.no_repeat_ngram_size,
+                max_batch_size=max_batch_size,
+                suppress_sequences=self._never_generated,
+            )
+            for i, result in zip(indices, results, strict=True):
+                targets[i] = result.hypotheses[0]
+        return targets
 
     def __call__(self, sentences, max_batch_size=64):
         """Translations of `sentences` (a list of `str`), as a list of `str`."""

@@ -5,6 +5,7 @@ from keras_transformer.inference.beam_search import beam_search
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.greedy import greedy_search
 from keras_transformer.inference.probabilities import length_penalty
+from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.inference.sampling import sample
 from keras_transformer.inference.translator import (
     Translator,
@@ -15,6 +16,7 @@ from keras_transformer.inference.translator import (
 __all__ = [
     "Ensemble",
     "HypothesisRows",
+    "LengthOptions",
     "Translator",
     "beam_search",
     "greedy_search",

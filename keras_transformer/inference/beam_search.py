@@ -21,7 +21,8 @@ from keras_transformer.inference.loop import (
     take,
     write_step,
 )
-from keras_transformer.inference.probabilities import MINUS_INF, length_penalty
+from keras_transformer.inference.probabilities import MINUS_INF, check_alpha, length_penalty
+from keras_transformer.inference.rules import check_length_options, make_rules
 from keras_transformer.inference.top_k import top_k_by_blocks
 from keras_transformer.validation import check_positive_int
 
@@ -87,6 +88,7 @@ def beam_search(
     prefix_ids=None,
     n_best=None,
     attention_layer=None,
+    length_options=None,
 ):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
@@ -120,6 +122,10 @@ def beam_search(
             for the N best of each sentence, best first.
         attention_layer: optional index of a decoder layer: also return each
             output's cross-attention in it (see `greedy_search`).
+        length_options: optional `inference.LengthOptions`: length limits
+            relative to the source, a minimum length, no repeated n-grams.
+            A sentence's limit below `max_length` ends every hypothesis
+            with EOS there.
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
@@ -134,21 +140,19 @@ def beam_search(
     token_ids, scores = search(source_ids)
     ```
     """
-    check_beam_options(max_length, beam_size, n_best)
+    check_beam_options(max_length, beam_size, alpha, n_best)
+    length_options = check_length_options(length_options, max_length)
     k = beam_size
     model = as_step_model(model)
     source_ids = check_source_ids(source_ids)
     batch = tf.shape(source_ids)[0]
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
-    if prefix_ids is not None:
-        prefix_ids = tf.repeat(prefix_ids, k, axis=0)  # (B*k, P + 1)
+    rules = make_rules(source_ids, prefix_ids, max_length, eos_id, length_options, k)  # B*k rows
     state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
     lengths = cache_lengths(model, max_length)
 
     def body(s):
-        return beam_step(
-            model, s, state, bos_id, eos_id, max_length, alpha, n_best, prefix_ids, attention_layer
-        )
+        return beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, attention_layer)
 
     def not_done(s):
         return (s.step < max_length) & ~tf.reduce_all(s.done)
@@ -174,10 +178,11 @@ def beam_search(
     return best_outputs(final, max_length, alpha, n_best, attention_layer)
 
 
-def check_beam_options(max_length, beam_size, n_best):
-    """Raises an `ArgumentError` naming the first of beam search's sizes out of range."""
+def check_beam_options(max_length, beam_size, alpha, n_best):
+    """Raises an `ArgumentError` naming the first of beam search's options out of range."""
     check_positive_int("max_length", max_length)
     check_positive_int("beam_size", beam_size)
+    check_alpha(alpha)
     if n_best is not None:
         check_positive_int("n_best", n_best)
         if n_best > beam_size:
@@ -187,13 +192,14 @@ def check_beam_options(max_length, beam_size, n_best):
             )
 
 
-def beam_step(model, s, state, bos_id, eos_id, max_length, alpha, n_best, prefix_ids, layer):
+def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
     """One step of beam search: the `BeamState` after position `s.step`."""
     batch, k = tf.shape(s.alive_logp)[0], s.alive_logp.shape[1]
     previous = tf.gather(s.alive["tokens"], tf.maximum(s.step - 1, 0), axis=2)  # (B, k)
     token = tf.where(s.step == 0, tf.cast(bos_id, tf.int32), previous)  # (B, k)
+    so_far = tf.reshape(s.alive["tokens"], [batch * k, -1])  # (B*k, L)
     log_probs, cache, attention = next_log_probs(
-        model, tf.reshape(token, [-1]), s.step, s.cache, state, bos_id, prefix_ids, layer
+        model, tf.reshape(token, [-1]), s.step, s.cache, state, bos_id, rules, so_far, layer
     )  # (B*k, V), cache, (B*k, S)
     top_logp, top_beam, top_token = best_extensions(log_probs, s.alive_logp, 2 * k)
     # (B, 2k) each: log P of the extension, the beam it extends, its token
@@ -221,9 +227,10 @@ def beam_step(model, s, state, bos_id, eos_id, max_length, alpha, n_best, prefix
     cache = model.reorder_cache(cache, tf.gather(top_beam, best, batch_dims=1))
 
     # 3. Done: the best live hypothesis cannot beat the N-th best finished one.
+    limit = tf.reshape(rules.limits, [batch, k])[:, 0]  # (B,) most tokens of an output
     best_possible = alive_logp[:, 0] / tf.maximum(
-        length_penalty(tf.minimum(s.step + 2, max_length), alpha),
-        length_penalty(max_length, alpha),
+        length_penalty(tf.minimum(s.step + 2, limit), alpha),
+        length_penalty(limit, alpha),
     )  # (B,); log P <= 0, so the larger penalty is the more favourable one
     done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
     return BeamState(s.step + 1, alive, alive_logp, finished, finished_score, done, cache)

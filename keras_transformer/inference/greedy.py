@@ -14,6 +14,7 @@ def greedy_search(
     max_length=MAX_LENGTH,
     prefix_ids=None,
     attention_layer=None,
+    length_options=None,
 ):
     """Picks the most likely next token at every step.
 
@@ -31,6 +32,8 @@ def greedy_search(
             also return the output's cross-attention in that layer,
             averaged over heads (needs a model whose `decode_step` takes it,
             as `Transformer`'s does).
+        length_options: optional `inference.LengthOptions`: length limits
+            relative to the source, a minimum length, no repeated n-grams.
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
@@ -49,6 +52,14 @@ def greedy_search(
         return tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
 
     token_ids, log_probs, attention = token_by_token(
-        model, source_ids, bos_id, eos_id, max_length, most_likely, prefix_ids, attention_layer
+        model,
+        source_ids,
+        bos_id,
+        eos_id,
+        max_length,
+        most_likely,
+        prefix_ids,
+        attention_layer,
+        length_options,
     )
     return (token_ids, log_probs) if attention_layer is None else (token_ids, log_probs, attention)

@@ -14,7 +14,11 @@ that reached `max_length` without one); BOS is not included.
 Every search takes an optional target prefix per sentence, `prefix_ids`
 `(B, P)`, 0-padded: while a sentence is inside its prefix, the search must
 take the prefix's token, so the output starts with the prefix and the rest
-is searched as usual. Scores count the prefix's tokens too.
+is searched as usual. Scores count the prefix's tokens too. Every search also
+takes `length_options` (`inference.rules.LengthOptions`: limits relative to
+the source length, a minimum length, no repeated n-grams), and gives an empty
+source (only padding and EOS) the output EOS at once, or its prefix and
+EOS.
 """
 
 from typing import NamedTuple
@@ -24,7 +28,8 @@ import tensorflow as tf
 from keras_transformer.constants import PAD_ID
 from keras_transformer.inference.adapters import as_step
 from keras_transformer.inference.checks import check_prefix_ids, check_source_ids
-from keras_transformer.inference.probabilities import MINUS_INF, log_softmax_without_pad_and_bos
+from keras_transformer.inference.probabilities import log_softmax_without_pad_and_bos
+from keras_transformer.inference.rules import apply_rules, check_length_options, make_rules
 from keras_transformer.models.step import Step, StepModel
 from keras_transformer.validation import check_positive_int
 
@@ -33,15 +38,15 @@ SMALLEST_CACHE_LENGTH = 64
 
 
 def next_log_probs(
-    model, token_ids, step, cache, state, bos_id, prefix_ids=None, attention_layer=None
+    model, token_ids, step, cache, state, bos_id, rules, tokens=None, attention_layer=None
 ):
     """One decoding step: a `Step` of log p(next token) `(B, V)` float32.
 
-    Padding and BOS get probability zero: they are never generated. Rows
-    still inside their `prefix_ids` keep only the prefix's token (its
-    probability under the model is unchanged). The step's `attention` is the
-    model's cross-attention `(B, S)` of `attention_layer`, or `(B, 0)`
-    without one.
+    Padding and BOS get probability zero: they are never generated. Then
+    `rules` (`inference.rules`) take away what the rows may not generate
+    next, given their `tokens` `(B, L)` so far; the tokens left keep their
+    probability under the model. The step's `attention` is the model's
+    cross-attention `(B, S)` of `attention_layer`, or `(B, 0)` without one.
     """
     options = {} if attention_layer is None else {"attention_layer": attention_layer}
     logits, cache, attention = as_step(
@@ -50,13 +55,7 @@ def next_log_probs(
     if attention is None:
         attention = tf.zeros([tf.shape(logits)[0], 0])
     log_probs = log_softmax_without_pad_and_bos(logits, bos_id)
-    if prefix_ids is not None:
-        last = tf.shape(prefix_ids)[1] - 1  # a padding column
-        forced = tf.gather(prefix_ids, tf.minimum(step, last), axis=1)  # (B,)
-        token = tf.range(tf.shape(log_probs)[-1])  # (V,)
-        other = (forced[:, None] != PAD_ID) & (token[None, :] != forced[:, None])  # (B, V)
-        log_probs = tf.where(other, MINUS_INF, log_probs)
-    return Step(log_probs, cache, attention)
+    return Step(apply_rules(log_probs, step, rules, tokens), cache, attention)
 
 
 class TokenState(NamedTuple):
@@ -80,12 +79,21 @@ class TokenState(NamedTuple):
 
 
 def token_by_token(
-    model, source_ids, bos_id, eos_id, max_length, choose, prefix_ids=None, attention_layer=None
+    model,
+    source_ids,
+    bos_id,
+    eos_id,
+    max_length,
+    choose,
+    prefix_ids=None,
+    attention_layer=None,
+    length_options=None,
 ):
     """One hypothesis per sentence, extended by `choose(log_probs (B, V), step) -> (B,)`.
 
     The loop of greedy search and sampling: a row stops at its EOS, and its
-    score is the sum of its tokens' log-probabilities.
+    score is the sum of its tokens' log-probabilities. `length_options` are
+    `inference.rules.LengthOptions`.
 
     Returns:
         `(token_ids (B, max_length), score (B,), attention (B, max_length, S))`,
@@ -93,14 +101,24 @@ def token_by_token(
     """
     check_positive_int("max_length", max_length)
     source_ids = check_source_ids(source_ids)
+    length_options = check_length_options(length_options, max_length)
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
+    rules = make_rules(source_ids, prefix_ids, max_length, eos_id, length_options)
     state = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]
     lengths = cache_lengths(model, max_length)
 
     def body(s):
         log_probs, cache, attention = next_log_probs(
-            model, s.token, s.step, s.cache, state, bos_id, prefix_ids, attention_layer
+            model,
+            s.token,
+            s.step,
+            s.cache,
+            state,
+            bos_id,
+            rules,
+            s.history["tokens"],
+            attention_layer,
         )
         token = choose(log_probs, s.step)  # (B,)
         chosen = tf.gather(log_probs, token, batch_dims=1)  # (B,)

@@ -20,6 +20,7 @@ def sample(
     top_p=1.0,
     seed=0,
     prefix_ids=None,
+    length_options=None,
 ):
     """Draws each next token at random from the model's distribution.
 
@@ -43,6 +44,7 @@ def sample(
         seed: an integer.
         prefix_ids: optional int `(B, P)`, 0-padded: each output starts
             with its row.
+        length_options: optional `inference.LengthOptions`.
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
@@ -63,7 +65,7 @@ def sample(
         return drawn[:, 0]  # (B,)
 
     token_ids, log_probs, _ = token_by_token(
-        model, source_ids, bos_id, eos_id, max_length, draw, prefix_ids
+        model, source_ids, bos_id, eos_id, max_length, draw, prefix_ids, None, length_options
     )
     return token_ids, log_probs
 

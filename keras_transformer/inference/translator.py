@@ -8,7 +8,8 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.beam_search import beam_search
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.greedy import greedy_search
-from keras_transformer.inference.probabilities import length_penalty
+from keras_transformer.inference.probabilities import check_alpha, length_penalty
+from keras_transformer.inference.rules import LengthOptions, check_length_options
 from keras_transformer.inference.sampling import check_sampling, sample
 from keras_transformer.layers.base import arguments_of
 from keras_transformer.validation import check_positive_int
@@ -22,10 +23,11 @@ class Translator(tf.Module):
     TensorFlow ops, so the translator can be saved as one SavedModel
     (`keras_transformer.export.export_translator`).
 
-    Any input gives one output string: empty and whitespace-only inputs become
-    the one-token source [EOS]; invalid UTF-8 and unseen characters become the
-    unknown id; sources longer than `max_source_length` tokens are cut to it
-    (their first `max_source_length - 1` pieces are translated).
+    Any input gives one output string: empty and whitespace-only inputs are
+    translated as the empty string; invalid UTF-8 and unseen characters become
+    the unknown id; sources longer than `max_source_length` tokens are cut to
+    it (their first `max_source_length - 1` pieces are translated), which
+    `translate` and `truncated` report.
 
     Args:
         model: a trained `keras_transformer.Transformer`.
@@ -45,6 +47,12 @@ class Translator(tf.Module):
             searching. Defaults to False.
         temperature, top_k, top_p, seed: the sampling options of
             `inference.sample`.
+        max_length_a, max_length_b, min_length, no_repeat_ngram_size: the
+            length and repetition options of every search
+            (`inference.LengthOptions`): an output has at most
+            `max_length_a * source tokens + max_length_b` tokens (None:
+            `max_length`), at least `min_length` before EOS, and no n-gram
+            of `no_repeat_ngram_size` tokens twice (0: no such rule).
 
     `model` may also be an `Ensemble` of models that share the tokenizers.
 
@@ -76,6 +84,10 @@ class Translator(tf.Module):
         top_k=0,
         top_p=1.0,
         seed=0,
+        max_length_a=0.0,
+        max_length_b=None,
+        min_length=0,
+        no_repeat_ngram_size=0,
     ):
         super().__init__(name="translator")
         for name, value in [
@@ -85,6 +97,10 @@ class Translator(tf.Module):
             ("n_best", n_best),
         ]:
             check_positive_int(name, value)
+        check_alpha(alpha)
+        self.length_options = check_length_options(
+            LengthOptions(max_length_a, max_length_b, min_length, no_repeat_ngram_size), max_length
+        )
         if sample:
             check_sampling(temperature, top_k, top_p)
         elif n_best > beam_size:
@@ -116,6 +132,10 @@ class Translator(tf.Module):
         self.top_k = top_k
         self.top_p = top_p
         self.seed = seed
+        self.max_length_a = max_length_a
+        self.max_length_b = max_length_b
+        self.min_length = min_length
+        self.no_repeat_ngram_size = no_repeat_ngram_size
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
     def copy(self, **changes):
@@ -135,6 +155,17 @@ class Translator(tf.Module):
         sentences = tf.ensure_shape(sentences, [None], name="inputs_must_be_a_vector")
         return self.target_tokenizer.detokenize(self.translate_ids(self.source_ids(sentences)))
 
+    def truncated(self, sentences):
+        """Which of `sentences` `(B,)` are cut to `max_source_length`: bool `(B,)`.
+
+        Example:
+        ```python
+        translator.truncated(["zwei", "eins " * 300]).numpy()  # array([False,  True])
+        ```
+        """
+        pieces = self.source_tokenizer.tokenize(tf.convert_to_tensor(sentences, tf.string))
+        return pieces.row_lengths() + 1 > self.max_source_length  # EOS included
+
     def source_ids(self, sentences):
         """Tokenized sources, cut to `max_source_length` with EOS: int32 `(B, S)`."""
         pieces = self.source_tokenizer.tokenize(sentences)[:, : self.max_source_length - 1]
@@ -153,9 +184,10 @@ class Translator(tf.Module):
                 of `max_length` tokens is the whole output, without EOS.
 
         Returns:
-            Dict with `"translations"`, strings `(B, n_best)`, and
-            `"scores"`, float32 `(B, n_best)`: log P / length_penalty, best
-            first for beam search.
+            Dict with `"translations"`, strings `(B, n_best)`, `"scores"`,
+            float32 `(B, n_best)`: log P / length_penalty, best first for
+            beam search, and `"truncated"`, bool `(B,)`: the sources cut to
+            `max_source_length`.
 
         Raises:
             ValueError: if `prefixes` and `sentences` differ in number, or a
@@ -171,7 +203,11 @@ class Translator(tf.Module):
         target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids)
         batch, n, length = tf.unstack(tf.shape(target_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))
-        return {"translations": tf.reshape(texts, [batch, n]), "scores": scores}
+        return {
+            "translations": tf.reshape(texts, [batch, n]),
+            "scores": scores,
+            "truncated": self.truncated(sentences),
+        }
 
     def _check_prefixes(self, sentences, prefix_lengths):
         """Eagerly, one prefix per sentence, none over `max_length`; in a graph, nothing."""
@@ -247,6 +283,7 @@ class Translator(tf.Module):
                 self.top_p,
                 self.seed,
                 prefix_ids,
+                self.length_options,
             )
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             batch = tf.shape(source_ids)[0]
@@ -256,7 +293,13 @@ class Translator(tf.Module):
             )
         if self.beam_size == 1:
             target_ids, log_probs = greedy_search(
-                self.model, source_ids, bos, eos, self.max_length, prefix_ids
+                self.model,
+                source_ids,
+                bos,
+                eos,
+                self.max_length,
+                prefix_ids,
+                length_options=self.length_options,
             )
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             return target_ids[:, None], scores[:, None]
@@ -270,6 +313,7 @@ class Translator(tf.Module):
             self.alpha,
             prefix_ids,
             n_best=self.n_best,
+            length_options=self.length_options,
         )
 
 

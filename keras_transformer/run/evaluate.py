@@ -16,7 +16,9 @@ from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.translators import load_run, translators
 
 
-def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None):
+def evaluate(
+    run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None, **options
+):
     """Translates a split and scores it with sacreBLEU.
 
     Args:
@@ -28,6 +30,9 @@ def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None,
         alpha: length penalty; defaults to `decode.alpha`.
         output: the hypotheses file; defaults to
             `{run_dir}/{split}.{checkpoint}.beam{k}.hyp.txt`.
+        **options: the length options of `Translator` (`max_length_a`,
+            `max_length_b`, `min_length`, `no_repeat_ngram_size`); None or
+            unset takes the config's.
 
     Returns:
         Dict with `bleu` (cased, detokenized, sacreBLEU's standard 13a
@@ -38,7 +43,8 @@ def evaluate(run_dir, split=None, checkpoint="best", beam_size=None, alpha=None,
         of them, one a beam size, when `beam_size` is a list.
     """
     several = isinstance(beam_size, (list, tuple))
-    made, config = translators(run_dir, checkpoint, beam_size if several else [beam_size], alpha)
+    beam_sizes = beam_size if several else [beam_size]
+    made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **options)
     run = RunDirectory(run_dir)
     split = split or config["data"]["test_split"]
     corpus = corpus_split(config["data"], split)

@@ -2,6 +2,7 @@
 
 import os
 
+from keras_transformer.config import DECODE_OPTIONS
 from keras_transformer.errors import RunError
 from keras_transformer.inference import Ensemble, Translator
 from keras_transformer.run.directory import RunDirectory
@@ -42,17 +43,22 @@ def load_models(run_dirs, checkpoint="best"):
 def translators(
     run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None, **options
 ):
-    """`([Translator per beam size], config)` of a trained run (or runs), loaded once."""
+    """`([Translator per beam size], config)` of a trained run (or runs), loaded once.
+
+    Decoding options of the config's `decode` section that are None or not
+    given take the config's value.
+    """
     config, model, source, target = load_models(run_dir, checkpoint)
-    d = config["decode"]
+    options.update(alpha=alpha, max_length=max_length)
+    for name in DECODE_OPTIONS:
+        if name != "beam_size" and options.get(name) is None:
+            options[name] = config["decode"][name]
     made = [
         Translator(
             model,
             source,
             target,
-            max_length=d["max_length"] if max_length is None else max_length,
-            beam_size=d["beam_size"] if beam_size is None else beam_size,
-            alpha=d["alpha"] if alpha is None else alpha,
+            beam_size=config["decode"]["beam_size"] if beam_size is None else beam_size,
             **options,
         )
         for beam_size in beam_sizes
@@ -72,7 +78,9 @@ def make_translator(
         beam_size, alpha, max_length: decoding options; None takes the
             config's (the first run's, for an ensemble).
         **options: further `Translator` arguments (`n_best`, `sample`,
-            `temperature`, `top_k`, `top_p`, `seed`).
+            `temperature`, `top_k`, `top_p`, `seed`, and the length options
+            `max_length_a`, `max_length_b`, `min_length`,
+            `no_repeat_ngram_size`, which also default to the config's).
 
     Example:
     ```python

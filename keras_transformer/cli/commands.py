@@ -1,0 +1,187 @@
+"""What each command of `keras-transformer` does, over `keras_transformer.run`."""
+
+import json
+import os
+import sys
+
+from keras_transformer.config import load_config
+from keras_transformer.errors import ArgumentError
+
+
+def length_options(args):
+    """The length options given on the command line (None: the run's config)."""
+    names = ["max_length_a", "max_length_b", "min_length", "no_repeat_ngram_size"]
+    return {name: getattr(args, name) for name in names}
+
+
+def run_train(args):
+    config = load_config(args.config, args.set)
+    from keras_transformer import run
+    from keras_transformer.training import distribution_strategy
+
+    if config["train"]["devices"] > 1:
+        distribution_strategy(config["train"]["devices"])  # before TensorFlow starts
+    run.train(args.run_dir, config)
+    print(f"trained: {args.run_dir}")
+
+
+def run_evaluate(args):
+    from keras_transformer import run
+
+    results = run.evaluate(
+        args.run_dir,
+        args.split,
+        args.checkpoint,
+        args.beam_size or [None],
+        args.alpha,
+        args.output,
+        **length_options(args),
+    )
+    first = results[0]
+    print(f"{first['split']}: {first['sentences']} sentences, checkpoint {first['checkpoint']}")
+    print(f"{'':18}" + "".join(f"{'beam ' + str(r['beam_size']):>10}" for r in results))
+    for label, key, form in [
+        ("BLEU (cased)", "bleu", "{:10.2f}"),
+        ("BLEU (lowercased)", "bleu_lowercase", "{:10.2f}"),
+        ("BLEU (intl)", "bleu_intl", "{:10.2f}"),
+        ("BLEU (intl, lc)", "bleu_intl_lowercase", "{:10.2f}"),
+        ("chrF", "chrf", "{:10.2f}"),
+        ("exact match", "exact_match", "{:10.2%}"),
+    ]:
+        print(f"{label:18}" + "".join(form.format(r[key]) for r in results))
+    print(f"BLEU signature: {first['signature']}")
+    print(f"BLEU (intl, lc) signature: {first['signature_intl_lowercase']}")
+    for result in results:
+        print(f"hypotheses, beam {result['beam_size']}: {result['hypotheses']}")
+    for result in results:
+        print(json.dumps(result))
+
+
+def run_translate(args):
+    from keras_transformer.datasets import read_lines
+    from keras_transformer.inference import translate_lines, translate_lines_with_scores
+
+    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    extras = args.n_best or args.prefix or args.sample
+    if args.saved_model:
+        decoding = [args.beam_size, args.alpha, *length_options(args).values()]
+        if extras or any(value is not None for value in decoding):
+            raise ArgumentError(
+                "--n-best, --prefix, --sample and the decoding options need --run-dir; an "
+                "exported model translates with the options it was exported with."
+            )
+        for line in translate_with_saved_model(args.saved_model, sentences):
+            print(line)
+        return
+    from keras_transformer import run
+
+    options = {"n_best": args.n_best or 1, **length_options(args)}
+    if args.sample:
+        options.update(
+            sample=True,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+        )
+    run_dirs = args.run_dir if len(args.run_dir) > 1 else args.run_dir[0]
+    translator = run.make_translator(
+        run_dirs, args.checkpoint, args.beam_size, args.alpha, **options
+    )
+    report_truncated(translator, sentences)
+    if not extras:
+        for line in translate_lines(translator, sentences):
+            print(line)
+        return
+    prefixes = read_lines(args.prefix) if args.prefix else None
+    results = translate_lines_with_scores(translator, sentences, prefixes)
+    for index, hypotheses in enumerate(results):
+        if args.n_best:
+            for text, score in hypotheses:
+                print(f"{index}\t{score:.4f}\t{text}")
+        else:
+            print(hypotheses[0][0])
+
+
+def report_truncated(translator, sentences, batch_size=256):
+    """Says on stderr which `sentences` are too long for the translator and are cut."""
+    cut = [
+        start + index + 1
+        for start in range(0, len(sentences), batch_size)
+        for index, is_cut in enumerate(translator.truncated(sentences[start : start + batch_size]))
+        if is_cut
+    ]
+    if cut:
+        lines = ", ".join(str(line) for line in cut[:20]) + (", ..." if len(cut) > 20 else "")
+        print(
+            f"warning: {len(cut)} of {len(sentences)} lines have more than "
+            f"{translator.max_source_length - 1} source tokens and are translated cut to "
+            f"that many: line {lines}",
+            file=sys.stderr,
+        )
+
+
+def run_score(args):
+    from keras_transformer import run
+    from keras_transformer.datasets import read_lines
+
+    sources, targets = read_lines(args.source), read_lines(args.target)
+    if len(sources) != len(targets):
+        raise ArgumentError(
+            f"{args.source} has {len(sources)} lines but {args.target} has {len(targets)}; "
+            "score needs one translation a source line."
+        )
+    print("log_prob\ttokens\tlog_prob_per_token")
+    for result in run.score_pairs(args.run_dir, sources, targets, args.checkpoint):
+        print(f"{result['log_prob']:.4f}\t{result['tokens']}\t{result['log_prob_per_token']:.4f}")
+
+
+def translate_with_saved_model(path, sentences):
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
+        raise FileNotFoundError(f"No SavedModel in {path!r} (saved_model.pb is missing)")
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+    from keras_transformer.inference import translate_lines
+
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    return translate_lines(lambda batch: serve(inputs=batch)["outputs"], sentences)
+
+
+def run_export(args):
+    from keras_transformer import run
+
+    if args.format == "ctranslate2":
+        path = run.export_ctranslate2_run(
+            args.run_dir,
+            args.output,
+            args.base_dir,
+            args.checkpoint,
+            args.quantization,
+            beam_size=args.beam_size,
+            alpha=args.alpha,
+            **length_options(args),
+        )
+        print(f"exported: {path}")
+        return
+    if args.quantization or args.output:
+        raise ArgumentError("--quantization and --output are for --format ctranslate2.")
+    path = run.export(
+        args.run_dir,
+        args.name,
+        args.base_dir,
+        args.version,
+        args.checkpoint,
+        text=not args.ids_only,
+        xla=args.xla,
+        beam_size=args.beam_size,
+        alpha=args.alpha,
+        **length_options(args),
+    )
+    print(f"exported: {path}")
+
+
+def run_average(args):
+    from keras_transformer import run
+
+    print(f"averaged model: {run.average_checkpoints(args.run_dir, args.last)}")

@@ -1,0 +1,229 @@
+"""The arguments of `keras-transformer` and their checks."""
+
+import argparse
+import math
+
+from keras_transformer.cli.commands import (
+    run_average,
+    run_evaluate,
+    run_export,
+    run_score,
+    run_train,
+    run_translate,
+)
+from keras_transformer.export.saved_model import SAVED_MODELS_DIR
+
+DESCRIPTION = "train, evaluate, translate, export and average from a terminal"
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="keras-transformer", description=DESCRIPTION)
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's C++ start-up lines (hidden unless TF_CPP_MIN_LOG_LEVEL is set)",
+    )
+    commands = p.add_subparsers(required=True, metavar="command")
+    for add in (
+        add_train,
+        add_evaluate,
+        add_translate,
+        add_score,
+        add_export,
+        add_average,
+    ):
+        add(commands)
+    return p
+
+
+def add_train(commands):
+
+    train = commands.add_parser("train", help="train a model, or resume an interrupted run")
+    run_dir_argument(train)
+    train.add_argument("--config", help="YAML or JSON file of options (see config.py)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one option, e.g. --set train.epochs=5 (repeatable)",
+    )
+    train.set_defaults(command=run_train)
+
+
+def add_evaluate(commands):
+    evaluate = commands.add_parser("evaluate", help="decode a split and score it with sacreBLEU")
+    run_dir_argument(evaluate)
+    evaluate.add_argument("--split", help="split to decode (default: data.test_split)")
+    evaluate.add_argument("--output", help="hypotheses file (default: in the run directory)")
+    decode_arguments(evaluate, several_beams=True)
+    evaluate.set_defaults(command=run_evaluate)
+
+
+def add_translate(commands):
+    translate = commands.add_parser("translate", help="translate sentences (arguments or stdin)")
+    source = translate.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--run-dir",
+        action="append",
+        help="a trained run directory; repeat it to decode with an ensemble of runs",
+    )
+    source.add_argument("--saved-model", help="an exported SavedModel version directory")
+    translate.add_argument("sentences", nargs="*", help="sentences; stdin lines if none")
+    decode_arguments(translate)
+    translate.add_argument(
+        "--n-best",
+        type=positive_int,
+        help="print the N best translations of each sentence with their scores",
+    )
+    translate.add_argument(
+        "--prefix", help="file of target prefixes, one a sentence: each translation starts so"
+    )
+    translate.add_argument(
+        "--sample", action="store_true", help="draw translations at random instead of searching"
+    )
+    translate.add_argument("--temperature", type=float, default=1.0, help="with --sample")
+    translate.add_argument("--top-k", type=int, default=0, help="with --sample (0: all)")
+    translate.add_argument("--top-p", type=float, default=1.0, help="with --sample (1: all)")
+    translate.add_argument("--seed", type=int, default=0, help="with --sample")
+    translate.set_defaults(command=run_translate)
+
+
+def add_score(commands):
+    score = commands.add_parser(
+        "score", help="log-probability of given translations (force decoding)"
+    )
+    run_dir_argument(score)
+    score.add_argument("--source", required=True, help="source sentences, one a line")
+    score.add_argument("--target", required=True, help="their translations, one a line")
+    score.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
+    score.set_defaults(command=run_score)
+
+
+def add_export(commands):
+    export = commands.add_parser(
+        "export", help="write a SavedModel for TF Serving, or a CTranslate2 model"
+    )
+    run_dir_argument(export)
+    export.add_argument(
+        "--format",
+        default="saved_model",
+        choices=["saved_model", "ctranslate2"],
+        help="ctranslate2 needs the optional `ctranslate2` package",
+    )
+    export.add_argument(
+        "--quantization",
+        help="CTranslate2 weight type: int8, int8_float32, bfloat16, ... (default: float32)",
+    )
+    export.add_argument(
+        "--output",
+        help="CTranslate2 model directory (default: {base-dir}/{run name}-ctranslate2-{type})",
+    )
+    export.add_argument("--name", help="model name (default: the run directory's name)")
+    export.add_argument("--base-dir", default=SAVED_MODELS_DIR)
+    export.add_argument("--version", type=int, help="version (default: the next free one)")
+    export.add_argument(
+        "--ids-only",
+        action="store_true",
+        help="leave out the tokenizers: token ids in and out, for servers without TF Text ops",
+    )
+    export.add_argument(
+        "--xla",
+        action="store_true",
+        help="compile the search with XLA (faster; TF Serving then needs "
+        "--xla_cpu_compilation_enabled=true)",
+    )
+    decode_arguments(export)
+    export.set_defaults(command=run_export)
+
+
+def add_average(commands):
+    average = commands.add_parser("average", help="average the last N epoch checkpoints")
+    run_dir_argument(average)
+    average.add_argument("--last", type=positive_int, default=5)
+    average.set_defaults(command=run_average)
+
+
+def run_dir_argument(p):
+    p.add_argument("--run-dir", required=True, help="the run directory")
+
+
+def decode_arguments(p, several_beams=False):
+    p.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
+    if several_beams:
+        p.add_argument(
+            "--beam-size",
+            type=beam_sizes,
+            help="1 for greedy; several, e.g. 1,4, are decoded and shown side by side "
+            "(default: decode.beam_size)",
+        )
+    else:
+        p.add_argument(
+            "--beam-size", type=beam_sizes_one, help="1 for greedy (default: decode.beam_size)"
+        )
+    p.add_argument("--alpha", type=finite_float, help="length penalty (default: decode.alpha)")
+    p.add_argument(
+        "--max-length-a",
+        type=finite_float,
+        help="outputs have at most A * source tokens + B tokens (default: decode.max_length_a)",
+    )
+    p.add_argument(
+        "--max-length-b", type=int, help="B of --max-length-a (default: decode.max_length_b)"
+    )
+    p.add_argument(
+        "--min-length",
+        type=count,
+        help="fewest tokens before the end of an output (default: decode.min_length)",
+    )
+    p.add_argument(
+        "--no-repeat-ngram-size",
+        type=count,
+        help="no n-gram of this size twice in an output; 0: allowed "
+        "(default: decode.no_repeat_ngram_size)",
+    )
+
+
+def beam_sizes(text):
+    """`"1,4"` -> [1, 4]: positive integers, separated by commas."""
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(
+            f"beam sizes are positive integers separated by commas, e.g. 1,4. Received: {text!r}"
+        )
+    return sizes
+
+
+def finite_float(text):
+    """A finite number argument (not nan or inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"give a finite number. Received: {text!r}")
+    return value
+
+
+def count(text):
+    """An integer argument >= 0."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"give an integer >= 0. Received: {text!r}")
+    return int(text)
+
+
+def positive_int(text):
+    """A positive integer argument."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give a positive integer. Received: {text!r}")
+    return int(text)
+
+
+def beam_sizes_one(text):
+    """One positive beam size."""
+    sizes = beam_sizes(text)
+    if len(sizes) != 1:
+        raise argparse.ArgumentTypeError(f"give one beam size. Received: {text!r}")
+    return sizes[0]

@@ -1,0 +1,201 @@
+"""What a search may generate at a step besides the model's choice: target prefixes,
+length limits, repeated n-grams, and empty sources.
+
+Every search builds one `Rules` for its rows (`make_rules`) and applies it to
+each step's log-probabilities (`apply_rules`). A rule only takes tokens
+away (their log-probability becomes -inf); the tokens it leaves keep the
+model's log-probability, so scores are the model's own. With the defaults
+no rule adds an op to the search's graph except the one for empty sources.
+"""
+
+import numbers
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from keras_transformer.constants import EOS_ID, PAD_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.probabilities import MINUS_INF
+
+
+class Rules(NamedTuple):
+    """The rules of one search over N rows (hypotheses).
+
+    Attributes:
+        prefix_ids: int32 `(N, P + 1)` ending in a padding column, or None:
+            a row inside its prefix takes the prefix's token.
+        limits: int32 `(N,)`, the most tokens of each row's output, EOS
+            included.
+        must_end: bool `(N,)`, rows that take EOS at their limit: those
+            whose limit is below `max_length`, and empty sources. At
+            `max_length` other outputs may stop without EOS, as they always
+            have.
+        eos_id: id that ends an output.
+        min_length: Python int, the fewest tokens before EOS.
+        no_repeat_ngram_size: Python int; n > 0 forbids any n-gram to occur
+            twice in an output.
+    """
+
+    prefix_ids: object
+    limits: object
+    must_end: object
+    eos_id: int
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+
+
+class LengthOptions(NamedTuple):
+    """The length and repetition options every search takes.
+
+    Attributes:
+        max_length_a, max_length_b: an output has at most
+            `max_length_a * source_length + max_length_b` tokens, EOS
+            included (source length in tokens, its EOS included), and never
+            more than `max_length`. `max_length_b=None` stands for
+            `max_length`; with `max_length_a=0` (the default) that is no
+            limit beyond `max_length`.
+        min_length: the fewest tokens an output has before its EOS.
+        no_repeat_ngram_size: n > 0 forbids an output to hold the same
+            n tokens in a row twice (a target prefix is part of the output).
+
+    Example:
+    ```python
+    options = LengthOptions(max_length_a=1.5, max_length_b=10, no_repeat_ngram_size=3)
+    ```
+    """
+
+    max_length_a: float = 0.0
+    max_length_b: object = None
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+
+
+def check_length_options(options, max_length):
+    """`options` as `LengthOptions`, or an `ArgumentError` naming the first one out of range."""
+    options = LengthOptions() if options is None else LengthOptions(*options)
+    a, b = options.max_length_a, options.max_length_b
+    if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a < float("inf"):
+        raise ArgumentError(f"`max_length_a` must be a finite number >= 0. Received: {a!r}")
+    not_an_integer = isinstance(b, bool) or not isinstance(b, numbers.Integral)
+    if b is not None and (not_an_integer or b < 1 and a == 0):
+        raise ArgumentError(
+            "`max_length_b` must be an integer (at least 1 when max_length_a is 0), or None "
+            f"for max_length. Received: {b!r}"
+        )
+    for name in ("min_length", "no_repeat_ngram_size"):
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ArgumentError(f"`{name}` must be an integer >= 0. Received: {value!r}")
+    if options.min_length >= max_length:
+        raise ArgumentError(
+            "`min_length` counts the tokens before EOS, so it must be below max_length. "
+            f"Received: min_length={options.min_length}, max_length={max_length}"
+        )
+    return options
+
+
+def is_empty_source(source_ids):
+    """Rows of `source_ids` `(B, S)` with no token but padding and EOS: bool `(B,)`.
+
+    The package's tokenizers write an empty or whitespace-only sentence as
+    the source [EOS].
+    """
+    return tf.reduce_all((source_ids == PAD_ID) | (source_ids == EOS_ID), axis=1)
+
+
+def make_rules(source_ids, prefix_ids, max_length, eos_id, options, rows_per_sentence=1):
+    """The `Rules` of a search over `source_ids` `(B, S)`, `rows_per_sentence` rows each.
+
+    Each row's limit is `options`' length limit, at least its prefix's
+    length plus one; an empty source (`is_empty_source`) has the limit of its
+    prefix alone, so that without a prefix its output is EOS at once.
+
+    Args:
+        source_ids: int `(B, S)`, 0-padded.
+        prefix_ids: int32 `(B, P + 1)` from `check_prefix_ids`, or None.
+        max_length: most tokens of an output, EOS included.
+        eos_id: id that ends an output.
+        options: `LengthOptions` (checked).
+        rows_per_sentence: hypotheses per sentence (beam search's k).
+    """
+    source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)  # (B,)
+    b = max_length if options.max_length_b is None else options.max_length_b
+    limits = tf.cast(tf.floor(options.max_length_a * source_length + b), tf.int32)  # (B,)
+    prefix_length = tf.zeros_like(limits)
+    if prefix_ids is not None:
+        prefix_length = tf.reduce_sum(tf.cast(prefix_ids != PAD_ID, tf.int32), axis=1)
+    empty = is_empty_source(source_ids)  # (B,)
+    limits = tf.where(empty, 0, limits)
+    limits = tf.clip_by_value(tf.maximum(limits, prefix_length + 1), 1, max_length)  # (B,)
+    must_end = (limits < max_length) | empty
+    if rows_per_sentence > 1:
+        limits, must_end = (tf.repeat(t, rows_per_sentence, axis=0) for t in (limits, must_end))
+        if prefix_ids is not None:
+            prefix_ids = tf.repeat(prefix_ids, rows_per_sentence, axis=0)
+    return Rules(
+        prefix_ids,
+        limits,
+        must_end,
+        eos_id,
+        options.min_length,
+        options.no_repeat_ngram_size,
+    )
+
+
+def apply_rules(log_probs, step, rules, tokens=None):
+    """`log_probs` `(N, V)` of position `step` with the tokens `rules` forbid at -inf.
+
+    In order of precedence: a row inside its prefix takes the prefix's
+    token; a row at its limit that must end there takes EOS; otherwise EOS
+    waits for `min_length` tokens, and no token may complete an n-gram the
+    row's `tokens` `(N, L)` (written up to `step`) already hold; a row these
+    two rules leave without any token takes EOS.
+    """
+    token = tf.range(tf.shape(log_probs)[-1])[None, :]  # (1, V)
+    restricted = log_probs
+    if rules.no_repeat_ngram_size > 0:
+        repeated = repeated_ngram_tokens(tokens, step, rules.no_repeat_ngram_size, log_probs)
+        restricted = tf.where(repeated, MINUS_INF, restricted)
+    if rules.min_length > 0:
+        early_eos = (token == rules.eos_id) & (step < rules.min_length)  # (1, V)
+        restricted = tf.where(early_eos, MINUS_INF, restricted)
+    if rules.min_length > 0 or rules.no_repeat_ngram_size > 0:
+        stuck = tf.reduce_all(restricted == MINUS_INF, axis=-1)  # (N,) no token is left
+        restricted = tf.where(stuck[:, None], only(log_probs, rules.eos_id), restricted)
+    at_limit = (step + 1 >= rules.limits) & rules.must_end  # (N,)
+    restricted = tf.where(at_limit[:, None], only(log_probs, rules.eos_id), restricted)
+    if rules.prefix_ids is not None:
+        last = tf.shape(rules.prefix_ids)[1] - 1  # a padding column
+        forced = tf.gather(rules.prefix_ids, tf.minimum(step, last), axis=1)  # (N,)
+        restricted = tf.where(
+            (forced != PAD_ID)[:, None], only(log_probs, forced[:, None]), restricted
+        )
+    return restricted
+
+
+def only(log_probs, token_id):
+    """`log_probs` `(N, V)` with every token but `token_id` (scalar or `(N, 1)`) at -inf."""
+    token = tf.range(tf.shape(log_probs)[-1])[None, :]  # (1, V)
+    return tf.where(token == token_id, log_probs, MINUS_INF)
+
+
+def repeated_ngram_tokens(tokens, step, n, log_probs):
+    """The tokens that would repeat an n-gram of `tokens` `(N, L)` at `step`: bool `(N, V)`.
+
+    Position `step` repeats an n-gram when its n - 1 previous tokens equal
+    the first n - 1 tokens of an n-gram that starts at some j with
+    j + n - 1 < step; it may then not take that n-gram's last token.
+    """
+    rows, length = tf.shape(tokens)[0], tf.shape(tokens)[1]
+    start = tf.range(length)  # (L,) where an earlier n-gram starts
+    matches = start[None, :] + n - 1 < step  # (1, L) the n-gram lies before `step`
+    for offset in range(n - 1):
+        earlier = tf.roll(tokens, -offset, axis=1)  # (N, L): tokens[j + offset] at j
+        recent = tf.gather(tokens, tf.maximum(step - (n - 1) + offset, 0), axis=1)  # (N,)
+        matches &= earlier == recent[:, None]
+    following = tf.roll(tokens, -(n - 1), axis=1)  # (N, L): the n-gram's last token
+    row = tf.broadcast_to(tf.range(rows)[:, None], [rows, length])
+    indices = tf.stack([tf.reshape(row, [-1]), tf.reshape(following, [-1])], axis=1)
+    hits = tf.reshape(tf.cast(tf.broadcast_to(matches, [rows, length]), tf.int32), [-1])
+    counts = tf.scatter_nd(indices, hits, tf.shape(log_probs))  # (N, V)
+    return counts > 0  # (N, V)
