@@ -121,7 +121,7 @@ def test_token_id_export_loads_without_tensorflow_text(translator, tmp_path):
     np.testing.assert_array_equal(json.loads(result.stdout.strip().splitlines()[-1]), expected)
 
 
-def test_saved_model_cli_lists_both_signatures(translator, tmp_path):
+def test_saved_model_cli_lists_every_signature(translator, tmp_path):
     path = export_translator(translator, "numbers", base_dir=str(tmp_path))
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     shown = subprocess.run(
@@ -133,6 +133,36 @@ def test_saved_model_cli_lists_both_signatures(translator, tmp_path):
     assert re.search(r"outputs\['outputs'\].*?dtype: DT_STRING.*?shape: \(-1\)", serving, re.S)
     assert re.search(r"inputs\['source_ids'\].*?dtype: DT_INT32.*?shape: \(-1, -1\)", ids, re.S)
     assert re.search(r"outputs\['target_ids'\].*?dtype: DT_INT32.*?shape: \(-1, 40\)", ids, re.S)
+    n_best = shown[shown.index("signature_def['translate_n_best']") :]
+    pattern = r"outputs\['translations'\].*?dtype: DT_STRING.*?shape: \(-1, 2\)"
+    assert re.search(pattern, n_best, re.S)  # N is the beam size by default
+    prefix = shown[shown.index("signature_def['translate_with_prefix']") :]
+    assert re.search(r"inputs\['prefixes'\].*?dtype: DT_STRING.*?shape: \(-1\)", prefix, re.S)
+
+
+def test_n_best_and_prefix_signatures_translate_as_the_translator_does(translator, tmp_path):
+    path = export_translator(translator, "numbers", base_dir=str(tmp_path), n_best=2)
+    loaded = tf.saved_model.load(path)
+    n_best = loaded.signatures["translate_n_best"]
+    with_prefix = loaded.signatures["translate_with_prefix"]
+    sentences = ["twenty-one", "", "seven hundred and three", "   "]
+    prefixes = ["", "neun", "sieben", ""]
+    expected = translator.copy(n_best=2).translate(sentences)
+    for rows in [slice(0, 4), slice(0, 1), slice(1, 2)]:  # a batch of one and an empty input
+        got = n_best(inputs=tf.constant(sentences[rows]))
+        np.testing.assert_array_equal(got["translations"], expected["translations"][rows])
+        np.testing.assert_allclose(got["scores"], expected["scores"][rows], atol=1e-5)
+        started = with_prefix(
+            inputs=tf.constant(sentences[rows]), prefixes=tf.constant(prefixes[rows])
+        )["outputs"].numpy()
+        reference = translator.translate(sentences[rows], prefixes[rows])["translations"]
+        np.testing.assert_array_equal(started, reference.numpy()[:, 0])
+    assert expected["translations"].numpy()[1, 0] == b""
+    assert started[0].startswith(b"neun")  # an empty source with a prefix: the prefix alone
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Give one prefix per sentence"):
+        with_prefix(inputs=tf.constant(sentences), prefixes=tf.constant(prefixes[:2]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="more tokens than max_length=40"):
+        with_prefix(inputs=tf.constant(["eins"]), prefixes=tf.constant(["one " * 50]))
 
 
 def readme_python_block(after):

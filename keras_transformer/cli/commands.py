@@ -152,6 +152,8 @@ def run_export(args):
     from keras_transformer import run
 
     if args.format == "ctranslate2":
+        if args.n_best:
+            raise ArgumentError("--n-best is for SavedModel exports (translate_n_best).")
         path = run.export_ctranslate2_run(
             args.run_dir,
             args.output,
@@ -174,6 +176,7 @@ def run_export(args):
         args.checkpoint,
         text=not args.ids_only,
         xla=args.xla,
+        n_best=args.n_best,
         beam_size=args.beam_size,
         alpha=args.alpha,
         **length_options(args),

@@ -133,6 +133,11 @@ def add_export(commands):
         help="compile the search with XLA (faster; TF Serving then needs "
         "--xla_cpu_compilation_enabled=true)",
     )
+    export.add_argument(
+        "--n-best",
+        type=positive_int,
+        help="N of the translate_n_best signature (default: the beam size)",
+    )
     decode_arguments(export)
     export.set_defaults(command=run_export)
 

@@ -15,6 +15,8 @@ from keras_transformer.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
+N_BEST_SIGNATURE = "translate_n_best"
+PREFIX_SIGNATURE = "translate_with_prefix"
 WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODELS_DIR = "saved_models"  # the default parent of exported models
 
@@ -28,11 +30,18 @@ def next_version(model_dir):
 
 
 def export_translator(
-    translator, name, base_dir=SAVED_MODELS_DIR, version=None, text=True, xla=False, warmup=True
+    translator,
+    name,
+    base_dir=SAVED_MODELS_DIR,
+    version=None,
+    text=True,
+    xla=False,
+    warmup=True,
+    n_best=None,
 ):
     """Saves `translator` to `{base_dir}/{name}/{version}/`, ready for TF Serving.
 
-    The SavedModel has two signatures:
+    The SavedModel has these signatures:
 
     - `serving_default`: `inputs` tf.string `(None,)` -> `outputs` tf.string
       `(None,)`; tokenizers run in the graph, so the server needs the
@@ -42,6 +51,14 @@ def export_translator(
     - `translate_ids`: `source_ids` int32 `(None, None)`, 0-padded and ending
       in EOS -> `target_ids` int32 `(None, max_length)`, 0 after EOS. Ids
       outside the source vocabulary are an `InvalidArgumentError`.
+    - `translate_n_best`: `inputs` tf.string `(None,)` -> `translations`
+      tf.string `(None, N)` and `scores` float32 `(None, N)`, best first
+      (`Translator.translate` with `n_best=N`).
+    - `translate_with_prefix`: `inputs` and `prefixes`, tf.string `(None,)`
+      each -> `outputs` tf.string `(None,)`: each translation starts with its
+      prefix (an empty one leaves the sentence free). A prefix over
+      `max_length` tokens, or a number of prefixes other than of inputs, is
+      an `InvalidArgumentError`.
 
     The model's variables and the tokenizers' models are saved with it; the
     SavedModel loads with `tf.saved_model.load` and needs neither Keras nor
@@ -61,7 +78,10 @@ def export_translator(
 
     For servers without the TensorFlow Text ops export with `text=False`:
     the SavedModel then holds the model alone, and its `serving_default` is
-    the token-id signature.
+    the token-id signature (there are no string signatures then).
+
+    Every decoding option (beam size, length penalty, the length and
+    repetition options) is the translator's, fixed at export.
 
     Args:
         translator: a `keras_transformer.inference.Translator`.
@@ -72,6 +92,8 @@ def export_translator(
         text: whether to include the tokenizers and the string signature.
         xla: whether to compile the search with XLA.
         warmup: whether to write TF Serving warm-up requests.
+        n_best: N of `translate_n_best`; defaults to the translator's beam
+            size (its `n_best` when it samples).
 
     Returns:
         The path of the written version directory.
@@ -125,6 +147,9 @@ def export_translator(
 
         root.serve = serve
         signatures[SERVING_SIGNATURE] = serve.get_concrete_function()
+        root.serve_n_best, root.serve_with_prefix = string_signatures(translator, n_best)
+        signatures[N_BEST_SIGNATURE] = root.serve_n_best.get_concrete_function()
+        signatures[PREFIX_SIGNATURE] = root.serve_with_prefix.get_concrete_function()
     else:
         signatures[SERVING_SIGNATURE] = signatures[IDS_SIGNATURE]
     os.makedirs(model_dir, exist_ok=True)
@@ -139,6 +164,29 @@ def export_translator(
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return path
+
+
+def string_signatures(translator, n_best=None):
+    """The `translate_n_best` and `translate_with_prefix` functions of `translator`."""
+    if n_best is None:
+        n_best = translator.n_best if translator.sample else translator.beam_size
+    check_positive_int("n_best", n_best)
+    several = translator.copy(n_best=n_best)
+    strings = tf.TensorSpec([None], tf.string, name="inputs")
+
+    @tf.function(input_signature=[strings])
+    def serve_n_best(inputs):
+        inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
+        result = several.translate(inputs)
+        return {"translations": result["translations"], "scores": result["scores"]}
+
+    @tf.function(input_signature=[strings, tf.TensorSpec([None], tf.string, name="prefixes")])
+    def serve_with_prefix(inputs, prefixes):
+        inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
+        prefixes = tf.ensure_shape(prefixes, [None], name="prefixes_must_be_a_vector")
+        return {"outputs": translator.translate(inputs, prefixes)["translations"][:, 0]}
+
+    return serve_n_best, serve_with_prefix
 
 
 def warmup_requests(translator, text):
@@ -157,6 +205,8 @@ def warmup_requests(translator, text):
         if text:
             sentence = translator.source_tokenizer.detokenize(ids[:, :-1]).numpy()
             requests.append((SERVING_SIGNATURE, {"inputs": sentence}))
+            requests.append((N_BEST_SIGNATURE, {"inputs": sentence}))
+            requests.append((PREFIX_SIGNATURE, {"inputs": sentence, "prefixes": np.array([b""])}))
         length *= 2
     return requests
 

@@ -199,7 +199,18 @@ class Translator(tf.Module):
             prefixes = tf.convert_to_tensor(prefixes, tf.string)
             pieces = self.target_tokenizer.tokenize(prefixes)  # ragged (B, None)
             self._check_prefixes(sentences, pieces.row_lengths())
-            prefix_ids = pieces.to_tensor(PAD_ID)  # (B, P)
+            checks = [  # for a graph, where the eager checks above see no values
+                tf.debugging.assert_equal(
+                    tf.size(prefixes), tf.size(sentences), message="Give one prefix per sentence"
+                ),
+                tf.debugging.assert_less_equal(
+                    tf.cast(pieces.row_lengths(), tf.int32),
+                    self.max_length,
+                    message=f"A prefix has more tokens than max_length={self.max_length}",
+                ),
+            ]
+            with tf.control_dependencies(checks):
+                prefix_ids = pieces.to_tensor(PAD_ID)  # (B, P)
         target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids)
         batch, n, length = tf.unstack(tf.shape(target_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))

@@ -15,13 +15,15 @@ def export(
     checkpoint="best",
     text=True,
     xla=False,
+    n_best=None,
     **kw,
 ):
     """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's.
 
-    `text=False` leaves out the tokenizers and `xla=True` keeps the XLA-compiled
-    search (see `export_translator`); other keyword arguments go to the
-    `Translator` (`beam_size`, `alpha`).
+    `text=False` leaves out the tokenizers, `xla=True` keeps the XLA-compiled
+    search and `n_best` is N of the `translate_n_best` signature (see
+    `export_translator`); other keyword arguments go to the `Translator`
+    (`beam_size`, `alpha`, the length options).
 
     Example:
     ```python
@@ -31,7 +33,7 @@ def export(
     translator = make_translator(run_dir, checkpoint, **kw)
     name = name or RunDirectory(run_dir).name
     return export_translator(
-        translator, name, base_dir=base_dir, version=version, text=text, xla=xla
+        translator, name, base_dir=base_dir, version=version, text=text, xla=xla, n_best=n_best
     )
 
 
