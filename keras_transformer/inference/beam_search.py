@@ -10,7 +10,12 @@ import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.adapters import as_step_model
-from keras_transformer.inference.checks import check_prefix_ids, check_source_ids
+from keras_transformer.inference.checks import (
+    check_constraint_ids,
+    check_prefix_ids,
+    check_source_ids,
+)
+from keras_transformer.inference.constraints import beams_with_phrases
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.loop import (
     cache_lengths,
@@ -89,6 +94,7 @@ def beam_search(
     n_best=None,
     attention_layer=None,
     length_options=None,
+    constraint_ids=None,
 ):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
@@ -126,6 +132,10 @@ def beam_search(
             relative to the source, a minimum length, no repeated n-grams.
             A sentence's limit below `max_length` ends every hypothesis
             with EOS there.
+        constraint_ids: optional int `(B, C, T)`, 0-padded: phrases each
+            output must contain (`inference.constraints`). Hypotheses finish
+            only once they contain every phrase, and the beam keeps places
+            for those that have met more of them (Dynamic Beam Allocation).
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
@@ -147,7 +157,10 @@ def beam_search(
     source_ids = check_source_ids(source_ids)
     batch = tf.shape(source_ids)[0]
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
-    rules = make_rules(source_ids, prefix_ids, max_length, eos_id, length_options, k)  # B*k rows
+    constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
+    rules = make_rules(
+        source_ids, prefix_ids, max_length, eos_id, length_options, k, constraint_ids
+    )  # B*k rows
     state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
     lengths = cache_lengths(model, max_length)
 
@@ -203,6 +216,11 @@ def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
     )  # (B*k, V), cache, (B*k, S)
     top_logp, top_beam, top_token = best_extensions(log_probs, s.alive_logp, 2 * k)
     # (B, 2k) each: log P of the extension, the beam it extends, its token
+    may_end = tf.range(2 * k)[None, :] < k  # (1, 2k) EOS among the first k
+    if rules.phrase_ids is not None:
+        top_logp, top_beam, top_token, may_end = with_each_beams_best(
+            log_probs, s.alive_logp, top_logp, top_beam, top_token, may_end, rules.phrase_ids
+        )  # (B, 3k)
     source_length = attention.shape[-1] if attention.shape[-1] is not None else -1
     attention = tf.reshape(attention, [batch, k, source_length])  # (B, k, S)
     top = write_step(
@@ -214,17 +232,29 @@ def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
     is_eos = top_token == eos_id
 
     # 1. EOS among the first k extensions: joins the pool of the k best finished.
-    among_first_k = tf.range(2 * k)[None, :] < k  # (1, 2k)
     new_score = top_logp / length_penalty(s.step + 1, alpha)
-    new_score = tf.where(is_eos & among_first_k & ~s.done[:, None], new_score, MINUS_INF)
+    new_score = tf.where(is_eos & may_end & ~s.done[:, None], new_score, MINUS_INF)
     pool_score = tf.concat([s.finished_score, new_score], axis=1)  # (B, 3k)
     finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
     finished = take(join(s.finished, top), best)  # (B, k, ...)
 
     # 2. The k best extensions that did not end live on; their caches are their parents'.
-    alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
-    alive = take(top, best)  # (B, k, ...)
-    cache = model.reorder_cache(cache, tf.gather(top_beam, best, batch_dims=1))
+    if rules.phrase_ids is None:
+        alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
+        alive = take(top, best)  # (B, k, ...)
+        parents = tf.gather(top_beam, best, batch_dims=1)
+    else:
+        top = (top_logp, top_beam, top_token)
+        alive_logp, parents, token = beams_with_phrases(
+            log_probs, s.alive_logp, top, rules.phrase_ids, so_far, s.step, eos_id
+        )
+        alive = write_step(
+            take(s.alive, parents),
+            s.step,
+            {"tokens": token, "attention": tf.gather(attention, parents, batch_dims=1)},
+            axis=2,
+        )
+    cache = model.reorder_cache(cache, parents)
 
     # 3. Done: the best live hypothesis cannot beat the N-th best finished one.
     limit = tf.reshape(rules.limits, [batch, k])[:, 0]  # (B,) most tokens of an output
@@ -234,6 +264,36 @@ def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
     )  # (B,); log P <= 0, so the larger penalty is the more favourable one
     done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
     return BeamState(s.step + 1, alive, alive_logp, finished, finished_score, done, cache)
+
+
+def with_each_beams_best(log_probs, alive_logp, logp, beam, token, may_end, phrase_ids):
+    """The best extensions `(logp, beam, token)` `(B, 2k)` and, after them, each
+    hypothesis' own best extension where it is not among them: `(B, 3k)` each.
+
+    In a search with phrases to meet (`phrase_ids` `(B*k, C, T)`), a
+    hypothesis that has met more phrases often scores below the others, so
+    its best extension (EOS, once all are met) would not be among the 2k best
+    of the sentence; it is a candidate all the same, and may end there
+    (`may_end`, `(1, 2k)` -> `(B, 3k)`). Sentences without phrases get no
+    such candidates, and are searched as without constraints.
+    """
+    batch, k = tf.shape(alive_logp)[0], alive_logp.shape[1]
+    has_phrases = tf.reshape(tf.reduce_any(phrase_ids != 0, axis=[1, 2]), [batch, k])
+    own_logp, own_token = tf.math.top_k(log_probs, 1)  # (B*k, 1)
+    own_logp = alive_logp + tf.reshape(own_logp, [batch, k])
+    own_token = tf.reshape(own_token, [batch, k])
+    own_beam = tf.tile(tf.range(k)[None, :], [batch, 1])
+    listed = (beam[:, None, :] == own_beam[:, :, None]) & (
+        token[:, None, :] == own_token[:, :, None]
+    )
+    own_logp = tf.where(tf.reduce_any(listed, axis=-1) | ~has_phrases, MINUS_INF, own_logp)
+    may_end = tf.concat([tf.tile(may_end, [batch, 1]), tf.ones([batch, k], tf.bool)], axis=1)
+    return (
+        tf.concat([logp, own_logp], axis=1),
+        tf.concat([beam, own_beam], axis=1),
+        tf.concat([token, own_token], axis=1),
+        may_end,
+    )
 
 
 def best_outputs(s, max_length, alpha, n_best, attention_layer):

@@ -15,6 +15,7 @@ def greedy_search(
     prefix_ids=None,
     attention_layer=None,
     length_options=None,
+    constraint_ids=None,
 ):
     """Picks the most likely next token at every step.
 
@@ -34,6 +35,8 @@ def greedy_search(
             as `Transformer`'s does).
         length_options: optional `inference.LengthOptions`: length limits
             relative to the source, a minimum length, no repeated n-grams.
+        constraint_ids: optional int `(B, C, T)`, 0-padded: phrases each
+            output must contain (`inference.constraints`).
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
@@ -61,5 +64,6 @@ def greedy_search(
         prefix_ids,
         attention_layer,
         length_options,
+        constraint_ids,
     )
     return (token_ids, log_probs) if attention_layer is None else (token_ids, log_probs, attention)

@@ -18,7 +18,8 @@ is searched as usual. Scores count the prefix's tokens too. Every search also
 takes `length_options` (`inference.rules.LengthOptions`: limits relative to
 the source length, a minimum length, no repeated n-grams), and gives an empty
 source (only padding and EOS) the output EOS at once, or its prefix and
-EOS.
+EOS. Every search also takes target phrases each output must contain,
+`constraint_ids` (`inference.constraints`).
 """
 
 from typing import NamedTuple
@@ -27,7 +28,11 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.inference.adapters import as_step
-from keras_transformer.inference.checks import check_prefix_ids, check_source_ids
+from keras_transformer.inference.checks import (
+    check_constraint_ids,
+    check_prefix_ids,
+    check_source_ids,
+)
 from keras_transformer.inference.probabilities import log_softmax_without_pad_and_bos
 from keras_transformer.inference.rules import apply_rules, check_length_options, make_rules
 from keras_transformer.models.step import Step, StepModel
@@ -88,12 +93,14 @@ def token_by_token(
     prefix_ids=None,
     attention_layer=None,
     length_options=None,
+    constraint_ids=None,
 ):
     """One hypothesis per sentence, extended by `choose(log_probs (B, V), step) -> (B,)`.
 
     The loop of greedy search and sampling: a row stops at its EOS, and its
     score is the sum of its tokens' log-probabilities. `length_options` are
-    `inference.rules.LengthOptions`.
+    `inference.rules.LengthOptions`; `constraint_ids` `(B, C, T)` the
+    phrases of `inference.constraints`.
 
     Returns:
         `(token_ids (B, max_length), score (B,), attention (B, max_length, S))`,
@@ -103,7 +110,10 @@ def token_by_token(
     source_ids = check_source_ids(source_ids)
     length_options = check_length_options(length_options, max_length)
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
-    rules = make_rules(source_ids, prefix_ids, max_length, eos_id, length_options)
+    constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
+    rules = make_rules(
+        source_ids, prefix_ids, max_length, eos_id, length_options, constraint_ids=constraint_ids
+    )
     state = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]
     lengths = cache_lengths(model, max_length)

@@ -15,6 +15,13 @@ import tensorflow as tf
 
 from keras_transformer.constants import EOS_ID, PAD_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.constraints import (
+    check_fit,
+    constraint_log_probs,
+    next_tokens,
+    phrase_lengths,
+    progress_of,
+)
 from keras_transformer.inference.probabilities import MINUS_INF
 
 
@@ -34,6 +41,8 @@ class Rules(NamedTuple):
         min_length: Python int, the fewest tokens before EOS.
         no_repeat_ngram_size: Python int; n > 0 forbids any n-gram to occur
             twice in an output.
+        phrase_ids: int32 `(N, C, T)`, phrases each output must contain
+            (`inference.constraints`), or None.
     """
 
     prefix_ids: object
@@ -42,6 +51,7 @@ class Rules(NamedTuple):
     eos_id: int
     min_length: int = 0
     no_repeat_ngram_size: int = 0
+    phrase_ids: object = None
 
 
 class LengthOptions(NamedTuple):
@@ -103,12 +113,15 @@ def is_empty_source(source_ids):
     return tf.reduce_all((source_ids == PAD_ID) | (source_ids == EOS_ID), axis=1)
 
 
-def make_rules(source_ids, prefix_ids, max_length, eos_id, options, rows_per_sentence=1):
+def make_rules(
+    source_ids, prefix_ids, max_length, eos_id, options, rows_per_sentence=1, constraint_ids=None
+):
     """The `Rules` of a search over `source_ids` `(B, S)`, `rows_per_sentence` rows each.
 
-    Each row's limit is `options`' length limit, at least its prefix's
-    length plus one; an empty source (`is_empty_source`) has the limit of its
-    prefix alone, so that without a prefix its output is EOS at once.
+    Each row's limit is `options`' length limit, at least its prefix's and
+    its phrases' lengths plus one; an empty source (`is_empty_source`) has
+    the limit of its prefix and phrases alone, so that without them its
+    output is EOS at once.
 
     Args:
         source_ids: int `(B, S)`, 0-padded.
@@ -117,21 +130,26 @@ def make_rules(source_ids, prefix_ids, max_length, eos_id, options, rows_per_sen
         eos_id: id that ends an output.
         options: `LengthOptions` (checked).
         rows_per_sentence: hypotheses per sentence (beam search's k).
+        constraint_ids: int32 `(B, C, T)` from `check_constraint_ids`, or None.
     """
     source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)  # (B,)
     b = max_length if options.max_length_b is None else options.max_length_b
     limits = tf.cast(tf.floor(options.max_length_a * source_length + b), tf.int32)  # (B,)
-    prefix_length = tf.zeros_like(limits)
+    forced_length = tf.zeros_like(limits)  # tokens of the prefix and the phrases
     if prefix_ids is not None:
-        prefix_length = tf.reduce_sum(tf.cast(prefix_ids != PAD_ID, tf.int32), axis=1)
+        forced_length = tf.reduce_sum(tf.cast(prefix_ids != PAD_ID, tf.int32), axis=1)
+    if constraint_ids is not None:
+        check_fit(constraint_ids, prefix_ids, max_length)
+        forced_length += tf.reduce_sum(phrase_lengths(constraint_ids), axis=1)
     empty = is_empty_source(source_ids)  # (B,)
     limits = tf.where(empty, 0, limits)
-    limits = tf.clip_by_value(tf.maximum(limits, prefix_length + 1), 1, max_length)  # (B,)
+    limits = tf.clip_by_value(tf.maximum(limits, forced_length + 1), 1, max_length)  # (B,)
     must_end = (limits < max_length) | empty
     if rows_per_sentence > 1:
-        limits, must_end = (tf.repeat(t, rows_per_sentence, axis=0) for t in (limits, must_end))
-        if prefix_ids is not None:
-            prefix_ids = tf.repeat(prefix_ids, rows_per_sentence, axis=0)
+        limits, must_end, prefix_ids, constraint_ids = (
+            None if t is None else tf.repeat(t, rows_per_sentence, axis=0)
+            for t in (limits, must_end, prefix_ids, constraint_ids)
+        )
     return Rules(
         prefix_ids,
         limits,
@@ -139,6 +157,7 @@ def make_rules(source_ids, prefix_ids, max_length, eos_id, options, rows_per_sen
         eos_id,
         options.min_length,
         options.no_repeat_ngram_size,
+        constraint_ids,
     )
 
 
@@ -146,10 +165,12 @@ def apply_rules(log_probs, step, rules, tokens=None):
     """`log_probs` `(N, V)` of position `step` with the tokens `rules` forbid at -inf.
 
     In order of precedence: a row inside its prefix takes the prefix's
-    token; a row at its limit that must end there takes EOS; otherwise EOS
-    waits for `min_length` tokens, and no token may complete an n-gram the
-    row's `tokens` `(N, L)` (written up to `step`) already hold; a row these
-    two rules leave without any token takes EOS.
+    token; a row at its limit that must end there takes EOS; a row with
+    phrases to meet follows `inference.constraints`; otherwise EOS waits
+    for `min_length` tokens, and no token may complete an n-gram the row's
+    `tokens` `(N, L)` (written up to `step`) already hold; a row these rules
+    leave without any token takes EOS (or, with phrases to meet, the next
+    token of the one furthest along).
     """
     token = tf.range(tf.shape(log_probs)[-1])[None, :]  # (1, V)
     restricted = log_probs
@@ -159,9 +180,26 @@ def apply_rules(log_probs, step, rules, tokens=None):
     if rules.min_length > 0:
         early_eos = (token == rules.eos_id) & (step < rules.min_length)  # (1, V)
         restricted = tf.where(early_eos, MINUS_INF, restricted)
-    if rules.min_length > 0 or rules.no_repeat_ngram_size > 0:
+    way_out = rules.eos_id  # for a row that the rules leave without a token
+    if rules.phrase_ids is not None:
+        lengths = phrase_lengths(rules.phrase_ids)
+        progress = progress_of(rules.phrase_ids, lengths, tokens, step)
+        restricted = constraint_log_probs(
+            restricted,
+            step,
+            progress,
+            rules.phrase_ids,
+            lengths,
+            rules.limits,
+            rules.must_end,
+            rules.eos_id,
+        )
+        upcoming, furthest = next_tokens(rules.phrase_ids, lengths, progress)
+        first_furthest = tf.gather(upcoming, tf.argmax(furthest, axis=1), batch_dims=1)
+        way_out = tf.where(progress.all_met, rules.eos_id, first_furthest)[:, None]
+    if rules.min_length > 0 or rules.no_repeat_ngram_size > 0 or rules.phrase_ids is not None:
         stuck = tf.reduce_all(restricted == MINUS_INF, axis=-1)  # (N,) no token is left
-        restricted = tf.where(stuck[:, None], only(log_probs, rules.eos_id), restricted)
+        restricted = tf.where(stuck[:, None], only(log_probs, way_out), restricted)
     at_limit = (step + 1 >= rules.limits) & rules.must_end  # (N,)
     restricted = tf.where(at_limit[:, None], only(log_probs, rules.eos_id), restricted)
     if rules.prefix_ids is not None:

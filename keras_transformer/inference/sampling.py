@@ -21,6 +21,7 @@ def sample(
     seed=0,
     prefix_ids=None,
     length_options=None,
+    constraint_ids=None,
 ):
     """Draws each next token at random from the model's distribution.
 
@@ -45,6 +46,8 @@ def sample(
         prefix_ids: optional int `(B, P)`, 0-padded: each output starts
             with its row.
         length_options: optional `inference.LengthOptions`.
+        constraint_ids: optional int `(B, C, T)`: phrases each output must
+            contain (`inference.constraints`).
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
@@ -65,7 +68,16 @@ def sample(
         return drawn[:, 0]  # (B,)
 
     token_ids, log_probs, _ = token_by_token(
-        model, source_ids, bos_id, eos_id, max_length, draw, prefix_ids, None, length_options
+        model,
+        source_ids,
+        bos_id,
+        eos_id,
+        max_length,
+        draw,
+        prefix_ids,
+        None,
+        length_options,
+        constraint_ids,
     )
     return token_ids, log_probs
 

@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.beam_search import beam_search
+from keras_transformer.inference.constraints import check_fit
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.greedy import greedy_search
 from keras_transformer.inference.probabilities import check_alpha, length_penalty
@@ -148,9 +149,21 @@ class Translator(tf.Module):
         """
         return Translator(**{**arguments_of(self, Translator), **changes})
 
+    def __call__(self, sentences, constraints=None):
+        """Translates `sentences` `(B,)` into strings `(B,)`.
+
+        Args:
+            sentences: strings `(B,)`.
+            constraints: optional target phrases each translation must
+                contain: per sentence a list of strings (`[]` for none), or
+                strings `(B, C)` with `""` for none (see `translate`).
+        """
+        if constraints is None:
+            return self._translate_strings(sentences)
+        return self.translate(sentences, constraints=constraints)["translations"][:, 0]
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
-    def __call__(self, sentences):
-        """Translates `sentences` `(B,)` into strings `(B,)`."""
+    def _translate_strings(self, sentences):
         # A server passes tensors of any shape through unchecked: check at run time.
         sentences = tf.ensure_shape(sentences, [None], name="inputs_must_be_a_vector")
         return self.target_tokenizer.detokenize(self.translate_ids(self.source_ids(sentences)))
@@ -174,14 +187,19 @@ class Translator(tf.Module):
         at_end = tf.range(tf.shape(dense)[1])[None, :] == lengths[:, None]  # (B, S)
         return tf.where(at_end, self.source_tokenizer.eos_id, dense)  # (B, S), EOS after the pieces
 
-    def translate(self, sentences, prefixes=None):
-        """Translations with their scores, and optionally from given target prefixes.
+    def translate(self, sentences, prefixes=None, constraints=None):
+        """Translations with their scores, optionally from given target prefixes and
+        containing given phrases.
 
         Args:
             sentences: strings `(B,)` (a list or a `tf.string` tensor).
             prefixes: optional strings `(B,)`: each translation starts with
                 its prefix (an empty one leaves the sentence free). A prefix
                 of `max_length` tokens is the whole output, without EOS.
+            constraints: optional target phrases each translation must
+                contain as one contiguous run of tokens
+                (`inference.constraints`): per sentence a list of strings,
+                or strings `(B, C)` with `""` for none.
 
         Returns:
             Dict with `"translations"`, strings `(B, n_best)`, `"scores"`,
@@ -190,8 +208,10 @@ class Translator(tf.Module):
             `max_source_length`.
 
         Raises:
-            ValueError: if `prefixes` and `sentences` differ in number, or a
-                prefix has more than `max_length` tokens.
+            ValueError: if `prefixes` or `constraints` and `sentences` differ
+                in number, a prefix has more than `max_length` tokens, or a
+                sentence's phrases (and prefix) do not fit in `max_length`
+                tokens with EOS.
         """
         sentences = tf.convert_to_tensor(sentences, tf.string)
         prefix_ids = None
@@ -211,7 +231,11 @@ class Translator(tf.Module):
             ]
             with tf.control_dependencies(checks):
                 prefix_ids = pieces.to_tensor(PAD_ID)  # (B, P)
-        target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids)
+        constraint_ids = None
+        if constraints is not None:
+            constraint_ids = self.constraint_ids(constraints)
+            self._check_count("constraints", sentences, tf.shape(constraint_ids)[0])
+        target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids, constraint_ids)
         batch, n, length = tf.unstack(tf.shape(target_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))
         return {
@@ -219,6 +243,49 @@ class Translator(tf.Module):
             "scores": scores,
             "truncated": self.truncated(sentences),
         }
+
+    def constraint_ids(self, constraints):
+        """Target phrases tokenized: int32 `(B, C, T)`, 0-padded.
+
+        Args:
+            constraints: per sentence a list of strings, or strings `(B, C)`
+                (`""`: no phrase).
+
+        Raises:
+            ValueError: eagerly, naming the first sentence whose phrases do
+                not fit in `max_length` tokens with EOS.
+        """
+        if not tf.is_tensor(constraints):
+            width = max([1] + [len(phrases) for phrases in constraints])
+            constraints = [list(phrases) + [""] * (width - len(phrases)) for phrases in constraints]
+        constraints = tf.ensure_shape(
+            tf.convert_to_tensor(constraints, tf.string),
+            [None, None],
+            name="constraints_must_be_a_matrix",
+        )
+        shape = tf.shape(constraints)
+        pieces = self.target_tokenizer.tokenize(tf.reshape(constraints, [-1]))  # (B*C, None)
+        ids = tf.reshape(pieces.to_tensor(PAD_ID), [shape[0], shape[1], -1])  # (B, C, T)
+        check_fit(ids, None, self.max_length)
+        needed = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=[1, 2])
+        fits = tf.debugging.assert_less(
+            needed,
+            self.max_length,
+            message=f"The constraints of a sentence need max_length={self.max_length} tokens "
+            "or more, with EOS",
+        )
+        with tf.control_dependencies([fits]):
+            return tf.identity(ids)
+
+    def _check_count(self, what, sentences, count):
+        """Eagerly, an `ArgumentError` unless there is one of `what` per sentence."""
+        sentence_count = tf.get_static_value(tf.size(sentences))
+        count = tf.get_static_value(count)
+        if None not in (sentence_count, count) and sentence_count != count:
+            raise ArgumentError(
+                f"Give one row of {what} per sentence. Received: {sentence_count} sentences, "
+                f"{count} rows of {what}"
+            )
 
     def _check_prefixes(self, sentences, prefix_lengths):
         """Eagerly, one prefix per sentence, none over `max_length`; in a graph, nothing."""
@@ -249,7 +316,7 @@ class Translator(tf.Module):
         """
         return self._translate(source_ids)[0][:, 0]
 
-    def _translate(self, source_ids, prefix_ids=None):
+    def _translate(self, source_ids, prefix_ids=None, constraint_ids=None):
         """`(target ids (B, n_best, max_length), scores (B, n_best))`; see `translate_ids`."""
         source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
         vocab = self.model.input_vocab_size
@@ -268,6 +335,16 @@ class Translator(tf.Module):
             )
             if prefix_ids is not None:
                 prefix_ids = pad_columns(prefix_ids, next_power_of_two(tf.shape(prefix_ids)[1]))
+            if constraint_ids is not None:
+                shape = tf.shape(constraint_ids)
+                constraint_ids = tf.pad(
+                    constraint_ids,
+                    [
+                        [0, 0],
+                        [0, next_power_of_two(shape[1]) - shape[1]],
+                        [0, next_power_of_two(shape[2]) - shape[2]],
+                    ],
+                )  # (B, C', T')
             if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
                 rows = next_power_of_two(batch) - batch
                 position = tf.range(tf.shape(padded)[1])[None, :]  # (1, S')
@@ -275,14 +352,18 @@ class Translator(tf.Module):
                 padded = tf.concat([padded, tf.tile(empty, [rows, 1])], axis=0)  # (B', S')
                 if prefix_ids is not None:
                     prefix_ids = tf.pad(prefix_ids, [[0, rows], [0, 0]])  # (B', P')
-            target_ids, scores = self._search(padded, prefix_ids)
+                if constraint_ids is not None:
+                    constraint_ids = tf.pad(constraint_ids, [[0, rows], [0, 0], [0, 0]])
+            target_ids, scores = self._search(padded, prefix_ids, constraint_ids)
             return target_ids[:batch], scores[:batch]
 
-    def _search_ids(self, source_ids, prefix_ids=None):
+    def _search_ids(self, source_ids, prefix_ids=None, constraint_ids=None):
         bos, eos = self.target_tokenizer.bos_id, self.target_tokenizer.eos_id
         if self.sample:  # n_best samples of each sentence
             if prefix_ids is not None:
                 prefix_ids = tf.repeat(prefix_ids, self.n_best, axis=0)
+            if constraint_ids is not None:
+                constraint_ids = tf.repeat(constraint_ids, self.n_best, axis=0)
             target_ids, log_probs = sample(
                 self.model,
                 tf.repeat(source_ids, self.n_best, axis=0),
@@ -295,6 +376,7 @@ class Translator(tf.Module):
                 self.seed,
                 prefix_ids,
                 self.length_options,
+                constraint_ids,
             )
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             batch = tf.shape(source_ids)[0]
@@ -311,6 +393,7 @@ class Translator(tf.Module):
                 self.max_length,
                 prefix_ids,
                 length_options=self.length_options,
+                constraint_ids=constraint_ids,
             )
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             return target_ids[:, None], scores[:, None]
@@ -325,6 +408,7 @@ class Translator(tf.Module):
             prefix_ids,
             n_best=self.n_best,
             length_options=self.length_options,
+            constraint_ids=constraint_ids,
         )
 
 
@@ -346,67 +430,3 @@ def next_power_of_two(n):
     """The smallest power of two >= `n`, for a scalar int32 tensor `n` >= 0."""
     powers = tf.constant([2**i for i in range(31)])
     return tf.gather(powers, tf.searchsorted(powers, tf.reshape(n, [1]))[0])
-
-
-def translate_lines(translator, lines, batch_size=64):
-    """Translates a list of strings in batches, sorted by length for speed.
-
-    Args:
-        translator: any callable from a `tf.string` batch `(B,)` to one,
-            such as a `Translator` or a loaded SavedModel's `serving_default`.
-        lines: a list of strings.
-        batch_size: sentences per call.
-
-    Returns:
-        The translations, a list of strings in the order of `lines`.
-
-    Example:
-    ```python
-    translate_lines(translator, ["einundzwanzig", "zwei"])  # ['twenty-one', 'two']
-    ```
-    """
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    out = [None] * len(lines)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        results = translator(tf.constant([lines[i] for i in chunk])).numpy()
-        for i, text in zip(chunk, results, strict=True):
-            out[i] = text.decode("utf-8", errors="replace")
-    return out
-
-
-def translate_lines_with_scores(translator, lines, prefixes=None, batch_size=64):
-    """`Translator.translate` over a list of strings in batches sorted by length.
-
-    Args:
-        translator: a `Translator`.
-        lines: a list of source strings.
-        prefixes: optional list of target prefixes, one per line ("" for none).
-        batch_size: sentences per call.
-
-    Returns:
-        Per line, a list of `translator.n_best` pairs `(translation, score)`.
-
-    Example:
-    ```python
-    translate_lines_with_scores(translator.copy(n_best=2), ["zwei"])
-    # [[('two', -0.01), ('second', -2.3)]]
-    ```
-    """
-    if prefixes is not None and len(prefixes) != len(lines):
-        raise ArgumentError(
-            f"Give one prefix per line. Received: {len(lines)} lines, {len(prefixes)} prefixes"
-        )
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    out = [None] * len(lines)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
-        result = translator.translate([lines[i] for i in chunk], chunk_prefixes)
-        texts, scores = result["translations"].numpy(), result["scores"].numpy()
-        for i, row_texts, row_scores in zip(chunk, texts, scores, strict=True):
-            out[i] = [
-                (text.decode("utf-8", errors="replace"), float(score))
-                for text, score in zip(row_texts, row_scores, strict=True)
-            ]
-    return out

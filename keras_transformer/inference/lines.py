@@ -1,0 +1,73 @@
+"""Translating lists of strings in batches, sorted by length for speed."""
+
+import tensorflow as tf
+
+from keras_transformer.errors import ArgumentError
+
+
+def translate_lines(translator, lines, batch_size=64):
+    """Translates a list of strings in batches, sorted by length for speed.
+
+    Args:
+        translator: any callable from a `tf.string` batch `(B,)` to one,
+            such as a `Translator` or a loaded SavedModel's `serving_default`.
+        lines: a list of strings.
+        batch_size: sentences per call.
+
+    Returns:
+        The translations, a list of strings in the order of `lines`.
+
+    Example:
+    ```python
+    translate_lines(translator, ["einundzwanzig", "zwei"])  # ['twenty-one', 'two']
+    ```
+    """
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    out = [None] * len(lines)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        results = translator(tf.constant([lines[i] for i in chunk])).numpy()
+        for i, text in zip(chunk, results, strict=True):
+            out[i] = text.decode("utf-8", errors="replace")
+    return out
+
+
+def translate_lines_with_scores(translator, lines, prefixes=None, constraints=None, batch_size=64):
+    """`Translator.translate` over a list of strings in batches sorted by length.
+
+    Args:
+        translator: a `Translator`.
+        lines: a list of source strings.
+        prefixes: optional list of target prefixes, one per line ("" for none).
+        constraints: optional list of target phrases per line, each a list
+            of strings the translation must contain (`[]` for none).
+        batch_size: sentences per call.
+
+    Returns:
+        Per line, a list of `translator.n_best` pairs `(translation, score)`.
+
+    Example:
+    ```python
+    translate_lines_with_scores(translator.copy(n_best=2), ["zwei"])
+    # [[('two', -0.01), ('second', -2.3)]]
+    ```
+    """
+    for name, given in [("prefix", prefixes), ("row of constraints", constraints)]:
+        if given is not None and len(given) != len(lines):
+            raise ArgumentError(
+                f"Give one {name} per line. Received: {len(lines)} lines, {len(given)}"
+            )
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    out = [None] * len(lines)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
+        chunk_constraints = None if constraints is None else [constraints[i] for i in chunk]
+        result = translator.translate([lines[i] for i in chunk], chunk_prefixes, chunk_constraints)
+        texts, scores = result["translations"].numpy(), result["scores"].numpy()
+        for i, row_texts, row_scores in zip(chunk, texts, scores, strict=True):
+            out[i] = [
+                (text.decode("utf-8", errors="replace"), float(score))
+                for text, score in zip(row_texts, row_scores, strict=True)
+            ]
+    return out
