@@ -227,6 +227,24 @@ def test_translate_takes_length_options_and_reports_cut_sources(run, capsys, mon
     assert "`min_length` counts the tokens before EOS" in capsys.readouterr().err
 
 
+def test_translate_keeps_the_phrases_of_a_constraints_file(run, tmp_path, capsys):
+    phrases = tmp_path / "constraints.txt"
+    phrases.write_text("eight\n\nseven\thundred\n", encoding="utf-8")
+    sentences = ["twenty-one", "seventeen", ""]
+    assert cli("translate", "--run-dir", run, "--beam-size", 2, *sentences) == 0
+    free = capsys.readouterr().out.splitlines()
+    args = ["translate", "--run-dir", run, "--beam-size", 2, "--constraints", phrases]
+    assert cli(*args, *sentences) == 0
+    kept = capsys.readouterr().out.splitlines()
+    assert "eight" in kept[0] and kept[1] == free[1]
+    assert "seven" in kept[2] and "hundred" in kept[2]
+    assert cli(*args, "one") == 2  # three rows of phrases for one sentence
+    assert "Give one row of constraints per line" in capsys.readouterr().err
+    phrases.write_text("one " * 30 + "\n", encoding="utf-8")
+    assert cli(*args, "one") == 2
+    assert "constraints of sentence 0 need" in capsys.readouterr().err
+
+
 def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
     import keras_transformer as kt
     from keras_transformer import run as runs

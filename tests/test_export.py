@@ -138,9 +138,14 @@ def test_saved_model_cli_lists_every_signature(translator, tmp_path):
     assert re.search(pattern, n_best, re.S)  # N is the beam size by default
     prefix = shown[shown.index("signature_def['translate_with_prefix']") :]
     assert re.search(r"inputs\['prefixes'\].*?dtype: DT_STRING.*?shape: \(-1\)", prefix, re.S)
+    constrained = shown[shown.index("signature_def['translate_constrained']") :]
+    pattern = r"inputs\['constraints'\].*?dtype: DT_STRING.*?shape: \(-1, -1\)"
+    assert re.search(pattern, constrained, re.S)
 
 
-def test_n_best_and_prefix_signatures_translate_as_the_translator_does(translator, tmp_path):
+def test_n_best_prefix_and_constrained_signatures_translate_as_the_translator_does(
+    translator, tmp_path
+):
     path = export_translator(translator, "numbers", base_dir=str(tmp_path), n_best=2)
     loaded = tf.saved_model.load(path)
     n_best = loaded.signatures["translate_n_best"]
@@ -163,6 +168,20 @@ def test_n_best_and_prefix_signatures_translate_as_the_translator_does(translato
         with_prefix(inputs=tf.constant(sentences), prefixes=tf.constant(prefixes[:2]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="more tokens than max_length=40"):
         with_prefix(inputs=tf.constant(["eins"]), prefixes=tf.constant(["one " * 50]))
+
+    constrained = loaded.signatures["translate_constrained"]
+    phrases = [["eight", ""], ["", ""], ["seven", "hundred"], ["", ""]]
+    expected = translator(sentences, constraints=phrases).numpy()
+    for rows in [slice(0, 4), slice(0, 1), slice(1, 2)]:
+        got = constrained(
+            inputs=tf.constant(sentences[rows]), constraints=tf.constant(phrases[rows])
+        )
+        np.testing.assert_array_equal(got["outputs"], expected[rows])
+    assert b"eight" in expected[0] and expected[1] == b""
+    with pytest.raises(tf.errors.InvalidArgumentError, match="constraints of a sentence need"):
+        constrained(inputs=tf.constant(["eins"]), constraints=tf.constant([["one " * 50]]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one row of constraints per sen"):
+        constrained(inputs=tf.constant(["eins", "zwei"]), constraints=tf.constant([["one"]]))
 
 
 def readme_python_block(after):

@@ -159,3 +159,38 @@ def test_length_options_reach_the_search_as_given(parts):
         search.copy(alpha=float("nan"))
     with pytest.raises(ValueError, match="`no_repeat_ngram_size` must be an integer >= 0"):
         search.copy(no_repeat_ngram_size=-2)
+
+
+def contains_phrase(tokenizer, text, phrase):
+    """Whether the pieces of `phrase` occur in those of `text` as one run."""
+    pieces = tokenizer.tokenize(tf.constant([text, phrase])).to_list()
+    n = len(pieces[1])
+    return any(pieces[0][i : i + n] == pieces[1] for i in range(len(pieces[0]) - n + 1))
+
+
+@pytest.mark.parametrize(
+    "options", [{"beam_size": 4}, {"beam_size": 1}, {"sample": True, "seed": 3}]
+)
+def test_translations_contain_their_constraints(parts, options):
+    search = translator(parts, **options)
+    _, tokenizer = parts
+    phrases = [["eight"], [], ["seventy", "two"], ["hundred and"], ["one"], [], ["nine"]]
+    sentences = SENTENCES[: len(phrases) - 1] + [""]
+    texts = search(sentences, constraints=phrases).numpy()
+    for text, wanted in zip(texts, phrases, strict=True):
+        for phrase in wanted:
+            assert contains_phrase(tokenizer, text.decode(), phrase), (text, phrase)
+    free = search(tf.constant(sentences)).numpy()
+    if not search.sample:  # sentences without phrases translate as without constraints
+        assert texts[1] == free[1] and texts[5] == free[5]
+        alone = search(sentences[2:3], constraints=phrases[2:3]).numpy()  # a batch of one
+        assert alone[0] == texts[2]
+    assert texts[-1] == b"nine"  # an empty sentence: its phrase alone
+
+
+def test_constraints_that_cannot_fit_are_refused_naming_the_sentence(parts):
+    search = translator(parts, beam_size=2)
+    with pytest.raises(ValueError, match="constraints of sentence 1 need"):
+        search.translate(["eins", "zwei"], constraints=[[], ["one two three " * 10]])
+    with pytest.raises(ValueError, match="Give one row of constraints per sentence"):
+        search.translate(["eins", "zwei"], constraints=[["one"]])

@@ -5,6 +5,7 @@
     keras-transformer translate --run-dir runs/numbers "twenty-one" ...   (or lines on stdin)
     keras-transformer translate --saved-model saved_models/numbers/1 < sentences.txt
     keras-transformer translate --run-dir A [--run-dir B ...] [--n-best N] [--prefix FILE]
+                                [--constraints FILE]
                                 [--sample --temperature T --top-k K --top-p P --seed S]
                                 [--max-length-a A --max-length-b B --min-length N
                                  --no-repeat-ngram-size N] ...

@@ -62,13 +62,15 @@ def run_translate(args):
     from keras_transformer.inference import translate_lines, translate_lines_with_scores
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
-    extras = args.n_best or args.prefix or args.sample
+    extras = args.n_best or args.prefix or args.constraints or args.sample
     if args.saved_model:
         decoding = [args.beam_size, args.alpha, *length_options(args).values()]
         if extras or any(value is not None for value in decoding):
             raise ArgumentError(
-                "--n-best, --prefix, --sample and the decoding options need --run-dir; an "
-                "exported model translates with the options it was exported with."
+                "--n-best, --prefix, --constraints, --sample and the decoding options need "
+                "--run-dir; an exported model translates with the options it was exported "
+                "with (its translate_n_best, translate_with_prefix and translate_constrained "
+                "signatures take n-best lists, prefixes and constraints)."
             )
         for line in translate_with_saved_model(args.saved_model, sentences):
             print(line)
@@ -94,7 +96,11 @@ def run_translate(args):
             print(line)
         return
     prefixes = read_lines(args.prefix) if args.prefix else None
-    results = translate_lines_with_scores(translator, sentences, prefixes)
+    constraints = None
+    if args.constraints:
+        constraints = [[p for p in line.split("\t") if p] for line in read_lines(args.constraints)]
+        translator.constraint_ids(constraints)  # names a sentence whose phrases cannot fit
+    results = translate_lines_with_scores(translator, sentences, prefixes, constraints)
     for index, hypotheses in enumerate(results):
         if args.n_best:
             for text, score in hypotheses:

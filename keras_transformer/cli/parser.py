@@ -80,6 +80,11 @@ def add_translate(commands):
         "--prefix", help="file of target prefixes, one a sentence: each translation starts so"
     )
     translate.add_argument(
+        "--constraints",
+        help="file of target phrases each translation must contain: one line a sentence, "
+        "phrases separated by tabs, an empty line for none",
+    )
+    translate.add_argument(
         "--sample", action="store_true", help="draw translations at random instead of searching"
     )
     translate.add_argument("--temperature", type=float, default=1.0, help="with --sample")

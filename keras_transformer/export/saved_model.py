@@ -17,6 +17,7 @@ SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 N_BEST_SIGNATURE = "translate_n_best"
 PREFIX_SIGNATURE = "translate_with_prefix"
+CONSTRAINED_SIGNATURE = "translate_constrained"
 WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODELS_DIR = "saved_models"  # the default parent of exported models
 
@@ -59,6 +60,11 @@ def export_translator(
       prefix (an empty one leaves the sentence free). A prefix over
       `max_length` tokens, or a number of prefixes other than of inputs, is
       an `InvalidArgumentError`.
+    - `translate_constrained`: `inputs` tf.string `(None,)` and `constraints`
+      tf.string `(None, C)`, empty strings for none -> `outputs` tf.string
+      `(None,)`: each translation contains its row's phrases
+      (`inference.constraints`). Phrases that cannot fit in `max_length`
+      tokens with EOS are an `InvalidArgumentError`.
 
     The model's variables and the tokenizers' models are saved with it; the
     SavedModel loads with `tf.saved_model.load` and needs neither Keras nor
@@ -147,9 +153,9 @@ def export_translator(
 
         root.serve = serve
         signatures[SERVING_SIGNATURE] = serve.get_concrete_function()
-        root.serve_n_best, root.serve_with_prefix = string_signatures(translator, n_best)
-        signatures[N_BEST_SIGNATURE] = root.serve_n_best.get_concrete_function()
-        signatures[PREFIX_SIGNATURE] = root.serve_with_prefix.get_concrete_function()
+        root.string_signatures = string_signatures(translator, n_best)
+        for signature, function in root.string_signatures.items():
+            signatures[signature] = function.get_concrete_function()
     else:
         signatures[SERVING_SIGNATURE] = signatures[IDS_SIGNATURE]
     os.makedirs(model_dir, exist_ok=True)
@@ -167,7 +173,8 @@ def export_translator(
 
 
 def string_signatures(translator, n_best=None):
-    """The `translate_n_best` and `translate_with_prefix` functions of `translator`."""
+    """`{signature name: tf.function}` of `translator`'s signatures beyond
+    `serving_default`: n-best lists, prefixes and constraints."""
     if n_best is None:
         n_best = translator.n_best if translator.sample else translator.beam_size
     check_positive_int("n_best", n_best)
@@ -186,7 +193,17 @@ def string_signatures(translator, n_best=None):
         prefixes = tf.ensure_shape(prefixes, [None], name="prefixes_must_be_a_vector")
         return {"outputs": translator.translate(inputs, prefixes)["translations"][:, 0]}
 
-    return serve_n_best, serve_with_prefix
+    @tf.function(input_signature=[strings, tf.TensorSpec([None, None], tf.string, "constraints")])
+    def serve_constrained(inputs, constraints):
+        inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
+        result = translator.translate(inputs, constraints=constraints)
+        return {"outputs": result["translations"][:, 0]}
+
+    return {
+        N_BEST_SIGNATURE: serve_n_best,
+        PREFIX_SIGNATURE: serve_with_prefix,
+        CONSTRAINED_SIGNATURE: serve_constrained,
+    }
 
 
 def warmup_requests(translator, text):
@@ -207,6 +224,9 @@ def warmup_requests(translator, text):
             requests.append((SERVING_SIGNATURE, {"inputs": sentence}))
             requests.append((N_BEST_SIGNATURE, {"inputs": sentence}))
             requests.append((PREFIX_SIGNATURE, {"inputs": sentence, "prefixes": np.array([b""])}))
+            requests.append(
+                (CONSTRAINED_SIGNATURE, {"inputs": sentence, "constraints": np.array([[b""]])})
+            )
         length *= 2
     return requests
 

@@ -76,24 +76,24 @@ def progress_of(phrase_ids, lengths, tokens, step):
         tokens: int32 `(N, L)`, the tokens so far (anything from `step` on).
         step: the position being decoded.
     """
-    width, length = phrase_ids.shape[-1], tf.shape(tokens)[1]
+    width, length = tf.shape(phrase_ids)[-1], tf.shape(tokens)[1]
+    offset = tf.range(width)  # (T,)
     written = tf.range(length)[None, :] < step  # (1, L)
     tokens = tf.where(written, tokens, -1)  # what is not yet written matches nothing
-    # Occurrences: the phrase starts at position s, for every s at once.
-    starts = tf.ones_like(tokens[:, None, :], tf.bool)  # (N, 1, L)
-    for i in range(width):
-        shifted = tf.pad(tokens[:, i:], [[0, 0], [0, i]], constant_values=-1)  # (N, L)
-        same = shifted[:, None, :] == phrase_ids[:, :, i, None]  # (N, C, L)
-        starts &= same | (i >= lengths[:, :, None])
-    met = tf.reduce_any(starts, axis=-1) & (lengths > 0)  # (N, C)
-    # Suffixes: the last j written tokens against the phrase's first j.
-    window = tf.gather(tokens, tf.maximum(step - width + tf.range(width), 0), axis=1)  # (N, T)
-    window = tf.where(step - width + tf.range(width) >= 0, window, -1)
-    suffix = [tf.ones_like(met)]
-    for j in range(1, width + 1):
-        same = window[:, None, width - j :] == phrase_ids[:, :, :j]  # (N, C, j)
-        suffix.append(tf.reduce_all(same, axis=-1))
-    suffix = tf.stack(suffix, axis=-1)  # (N, C, T + 1)
+    # Occurrences: token s + i against the phrase's token i, for every start s at once.
+    after = tf.range(length)[:, None] + offset[None, :]  # (L, T)
+    run = tf.where(after < length, tf.gather(tokens, tf.minimum(after, length - 1), axis=1), -1)
+    same = run[:, None] == phrase_ids[:, :, None, :]  # (N, C, L, T)
+    beyond = offset >= lengths[:, :, None, None]  # (N, C, 1, T) past the phrase's end
+    met = tf.reduce_any(tf.reduce_all(same | beyond, axis=-1), axis=-1) & (lengths > 0)
+    # Suffixes: the last j written tokens against the phrase's first j, for j = 0..T.
+    last = step - width + offset  # (T,) positions of the last T written tokens
+    window = tf.where(last >= 0, tf.gather(tokens, tf.maximum(last, 0), axis=1), -1)  # (N, T)
+    j = tf.range(width + 1)[:, None]  # (T + 1, 1) suffix lengths
+    index = offset[None, :] - (width - j)  # (T + 1, T): the phrase token window slot r faces
+    facing = tf.gather(phrase_ids, tf.maximum(index, 0), axis=2)  # (N, C, T + 1, T)
+    same = (window[:, None, None, :] == facing) | (index < 0)
+    suffix = tf.reduce_all(same, axis=-1)  # (N, C, T + 1)
     proper = suffix & (tf.range(width + 1) < lengths[:, :, None])  # shorter than the phrase
     progress = tf.reduce_max(tf.where(proper, tf.range(width + 1), 0), axis=-1)  # (N, C)
     unmet = (lengths > 0) & ~met
@@ -106,7 +106,7 @@ def next_tokens(phrase_ids, lengths, state):
     furthest along (the ones to go on with when there is no room for others)."""
     unmet = (lengths > 0) & ~state.met
     token = tf.gather(
-        phrase_ids, tf.minimum(state.progress, phrase_ids.shape[-1] - 1), batch_dims=2
+        phrase_ids, tf.minimum(state.progress, tf.shape(phrase_ids)[-1] - 1), batch_dims=2
     )
     best = tf.reduce_max(tf.where(unmet, state.progress, 0), axis=1)
     furthest = unmet & (state.progress == best[:, None])
@@ -121,7 +121,7 @@ def extended(state, phrase_ids, lengths, token):
     `token`: a match of j tokens goes on to j + 1 where the phrase's token j
     is `token`.
     """
-    width = phrase_ids.shape[-1]
+    width = tf.shape(phrase_ids)[-1]
     longer = state.suffix[..., :width] & (phrase_ids == token[..., None, None])  # (..., C, T)
     matched = tf.range(1, width + 1)  # (T,) tokens matched after the step
     met = state.met | tf.reduce_any(longer & (matched == lengths[..., None]), axis=-1)

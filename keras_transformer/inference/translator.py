@@ -234,7 +234,13 @@ class Translator(tf.Module):
         constraint_ids = None
         if constraints is not None:
             constraint_ids = self.constraint_ids(constraints)
-            self._check_count("constraints", sentences, tf.shape(constraint_ids)[0])
+            rows = tf.shape(constraint_ids)[0]
+            self._check_count("constraints", sentences, rows)
+            one_each = tf.debugging.assert_equal(
+                rows, tf.size(sentences), message="Give one row of constraints per sentence"
+            )
+            with tf.control_dependencies([one_each]):
+                constraint_ids = tf.identity(constraint_ids)
         target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids, constraint_ids)
         batch, n, length = tf.unstack(tf.shape(target_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))
