@@ -26,10 +26,22 @@ MIXED = [
 ]
 
 
-@pytest.fixture
-def translator(tiny_translation):
+def tiny_translator(tiny_translation):
     model, tokenizer = load_tiny_translation(tiny_translation)
     return Translator(model, tokenizer, tokenizer, max_length=40, beam_size=2)
+
+
+@pytest.fixture
+def translator(tiny_translation):
+    return tiny_translator(tiny_translation)
+
+
+@pytest.fixture(scope="module")
+def exported(tiny_translation, tmp_path_factory):
+    """One export of `translator`'s model and options, read by the tests that only
+    read it (each export traces every signature's search: seconds each)."""
+    base = tmp_path_factory.mktemp("saved_models")
+    return export_translator(tiny_translator(tiny_translation), "numbers_de_en", str(base))
 
 
 def test_translator_returns_one_string_per_input_of_any_kind(translator):
@@ -64,8 +76,10 @@ def test_versions_are_numbered_and_never_overwritten(translator, tmp_path):
         export_translator(translator, "../escape", base_dir=str(tmp_path))
 
 
-def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(translator, tmp_path):
-    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(
+    translator, exported, tmp_path
+):
+    path = exported
     expected = translator(tf.constant(MIXED)).numpy()
     inputs = tmp_path / "inputs.json"
     as_bytes = [s if isinstance(s, bytes) else s.encode() for s in MIXED]
@@ -121,8 +135,8 @@ def test_token_id_export_loads_without_tensorflow_text(translator, tmp_path):
     np.testing.assert_array_equal(json.loads(result.stdout.strip().splitlines()[-1]), expected)
 
 
-def test_saved_model_cli_lists_every_signature(translator, tmp_path):
-    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+def test_saved_model_cli_lists_every_signature(translator, exported):
+    path = exported
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     shown = subprocess.run(
         [cli, "show", "--dir", path, "--all"], capture_output=True, text=True, timeout=300
@@ -144,9 +158,9 @@ def test_saved_model_cli_lists_every_signature(translator, tmp_path):
 
 
 def test_n_best_prefix_and_constrained_signatures_translate_as_the_translator_does(
-    translator, tmp_path
+    translator, exported
 ):
-    path = export_translator(translator, "numbers", base_dir=str(tmp_path), n_best=2)
+    path = exported  # n_best: the beam size, 2
     loaded = tf.saved_model.load(path)
     n_best = loaded.signatures["translate_n_best"]
     with_prefix = loaded.signatures["translate_with_prefix"]
@@ -192,9 +206,9 @@ def readme_python_block(after):
     return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
 
 
-def test_readme_grpc_request_fits_the_exported_signature(translator, tmp_path):
+def test_readme_grpc_request_fits_the_exported_signature(translator, exported):
     pytest.importorskip("tensorflow_serving")
-    path = export_translator(translator, "numbers_de_en", base_dir=str(tmp_path))
+    path = exported
     namespace = {}
     exec(readme_python_block("gRPC, with"), namespace)
     request = namespace["request"]
@@ -221,7 +235,7 @@ def saved_functions(path):
     return functions, nodes
 
 
-def test_the_default_export_needs_no_xla(translator, tmp_path):
+def test_the_default_export_needs_no_xla(translator, exported, tmp_path):
     # Stock tensorflow_model_server disables XLA JIT: a function that must be
     # compiled fails on the first request there.
     def must_compile(path):
@@ -229,18 +243,18 @@ def test_the_default_export_needs_no_xla(translator, tmp_path):
         return [f.signature.name for f in functions if f.attr["_XlaMustCompile"].b]
 
     assert translator.jit_compile  # the Python translator compiles; its export does not
-    assert must_compile(export_translator(translator, "numbers", base_dir=str(tmp_path))) == []
+    assert must_compile(exported) == []
     assert must_compile(export_translator(translator, "numbers", str(tmp_path), xla=True))
 
 
-def test_every_op_of_the_export_is_in_tf_serving_with_tf_text_2_12_1(translator, tmp_path):
+def test_every_op_of_the_export_is_in_tf_serving_with_tf_text_2_12_1(translator, exported):
     # The latest stock TF Serving links TensorFlow Text 2.12.1; an op it does
     # not register fails the whole model with "Op type not registered".
     allowed = set()
     for name in ["tensorflow_2.12.1_ops.txt", "tensorflow_text_2.12.1_ops.txt"]:
         with open(os.path.join(REPO, "tests", "data", name)) as f:
             allowed |= set(f.read().split())
-    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    path = exported
     functions, nodes = saved_functions(path)
     used = {n.op for n in nodes} | {n.op for f in functions for n in f.node_def}
     used -= {f.signature.name for f in functions}  # calls of the SavedModel's own functions
@@ -248,8 +262,8 @@ def test_every_op_of_the_export_is_in_tf_serving_with_tf_text_2_12_1(translator,
     assert used - allowed == set()
 
 
-def test_bad_ids_and_inputs_of_the_wrong_rank_are_refused(translator, tmp_path):
-    loaded = tf.saved_model.load(export_translator(translator, "numbers", str(tmp_path)))
+def test_bad_ids_and_inputs_of_the_wrong_rank_are_refused(translator, exported):
+    loaded = tf.saved_model.load(exported)
     translate_ids = loaded.signatures["translate_ids"]
     vocab = translator.model.input_vocab_size
     for bad in [-5, vocab, 10**6]:
@@ -265,16 +279,16 @@ def test_bad_ids_and_inputs_of_the_wrong_rank_are_refused(translator, tmp_path):
         translate_ids._call_flat([tf.constant([5, 6, 3])], translate_ids.captured_inputs)
 
 
-def test_warmup_requests_cover_every_source_bucket_and_run(translator, tmp_path):
+def test_warmup_requests_cover_every_source_bucket_and_run(translator, exported):
     from tensorflow_serving.apis import prediction_log_pb2
 
-    path = export_translator(translator, "numbers", base_dir=str(tmp_path))
+    path = exported
     loaded = tf.saved_model.load(path)
     records = tf.data.TFRecordDataset(os.path.join(path, "assets.extra", WARMUP_FILE))
     lengths = []
     for record in records:
         request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
-        assert request.model_spec.name == "numbers"
+        assert request.model_spec.name == "numbers_de_en"
         inputs = {k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()}
         outputs = loaded.signatures[request.model_spec.signature_name](**inputs)
         assert all(o.shape[0] == 1 for o in outputs.values())
