@@ -14,6 +14,12 @@ def length_options(args):
     return {name: getattr(args, name) for name in names}
 
 
+def decoding_options(args):
+    """The beam size, length penalty and length options given on the command line
+    (None: the run's config), as `Translator` arguments."""
+    return {"beam_size": args.beam_size, "alpha": args.alpha, **length_options(args)}
+
+
 def run_train(args):
     config = load_config(args.config, args.set)
     from keras_transformer import run
@@ -64,8 +70,8 @@ def run_translate(args):
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     extras = args.n_best or args.prefix or args.constraints or args.sample
     if args.saved_model:
-        decoding = [args.beam_size, args.alpha, *length_options(args).values()]
-        if extras or any(value is not None for value in decoding):
+        given = [value for value in decoding_options(args).values() if value is not None]
+        if extras or given:
             raise ArgumentError(
                 "--n-best, --prefix, --constraints, --sample and the decoding options need "
                 "--run-dir; an exported model translates with the options it was exported "
@@ -166,9 +172,7 @@ def run_export(args):
             args.base_dir,
             args.checkpoint,
             args.quantization,
-            beam_size=args.beam_size,
-            alpha=args.alpha,
-            **length_options(args),
+            **decoding_options(args),
         )
         print(f"exported: {path}")
         return
@@ -183,9 +187,7 @@ def run_export(args):
         text=not args.ids_only,
         xla=args.xla,
         n_best=args.n_best,
-        beam_size=args.beam_size,
-        alpha=args.alpha,
-        **length_options(args),
+        **decoding_options(args),
     )
     print(f"exported: {path}")
 
