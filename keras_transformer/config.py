@@ -7,11 +7,11 @@ the arguments of `Transformer` with its defaults, and `decode` the decoding
 defaults of `keras_transformer.inference`. The defaults train a small model
 on the built-in numbers corpus (German number words to English).
 
-Example:
-```python
-config = load_config("configs/multi30k_de_en.yaml", overrides=["train.epochs=3"])
-config["model"]["d_model"]  # 256
-```
+Examples:
+    ```python
+    config = load_config("configs/multi30k_de_en.yaml", overrides=["train.epochs=3"])
+    config["model"]["d_model"]  # 256
+    ```
 """
 
 import copy

@@ -7,10 +7,10 @@ import os
 def tree_digest(directory):
     """SHA-256 (hex) of the relative names and the bytes of the files under `directory`.
 
-    Example:
-    ```python
-    tree_digest("runs/a/tokenizers") == tree_digest("runs/b/tokenizers")  # same vocabulary
-    ```
+    Examples:
+        ```python
+        tree_digest("runs/a/tokenizers") == tree_digest("runs/b/tokenizers")  # same vocabulary
+        ```
     """
     digest = hashlib.sha256()
     for root, dirs, names in os.walk(directory):

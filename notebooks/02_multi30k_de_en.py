@@ -18,7 +18,7 @@
 # (test_2016_flickr) image captions in German and English. We train a shared SentencePiece
 # vocabulary, batch with length buckets, train with `model.fit` and the paper's schedule, and
 # score the test set with sacreBLEU, following the package's committed recipe.
-# As for the README's figure, the weights of the last five epochs are averaged before
+# As for the recipe's figure (docs/guides/multi30k.md), the last five epochs are averaged before
 # translating (what `keras-transformer average --last 5` does with the CLI's checkpoints).
 #
 # **Data.** Set `MULTI30K_DIR` to a directory holding `train.de.gz`, `train.en.gz`,
@@ -107,7 +107,7 @@ print(f"padding in the training batches: {padding_fraction(train_batches.dataset
 # `build_model` passes the config's `model` section to `kt.Transformer`; `compile_from_config` sets
 # the paper's Adam and warm-up schedule (`kt.transformer_optimizer`), the label-smoothed
 # masked loss and the masked accuracy. `LastEpochs` keeps the weights of the last five epochs,
-# whose average translates (the README compares it with single epochs on validation).
+# whose average translates (docs/guides/multi30k.md compares it with single epochs on validation).
 
 
 # %%

@@ -38,9 +38,9 @@ def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
     Returns:
         `ParallelCorpus`.
 
-    Example:
-    >>> numbers_corpus("test")[0]
-    ('...', '...')
+    Examples:
+        >>> numbers_corpus("test")[0]
+        ('...', '...')
     """
     check_choice("split", split, set(SPLITS))
     check_choice("source_lang", source_lang, set(LANGUAGES))

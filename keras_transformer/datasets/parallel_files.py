@@ -46,8 +46,8 @@ def load_parallel_files(source_path, target_path):
         FileNotFoundError: if a file is missing.
         ValueError: if a file is not UTF-8, or the files differ in line count.
 
-    Example:
-    >>> corpus = load_parallel_files("train.de.gz", "train.en.gz")
+    Examples:
+        >>> corpus = load_parallel_files("train.de.gz", "train.en.gz")
     """
     sources = read_lines(source_path)
     targets = read_lines(target_path)
@@ -68,8 +68,8 @@ def load_split(directory, split, source_lang, target_lang):
         source_lang: source language code, e.g. `"de"`.
         target_lang: target language code, e.g. `"en"`.
 
-    Example:
-    >>> train = load_split("data/multi30k", "train", "de", "en")
+    Examples:
+        >>> train = load_split("data/multi30k", "train", "de", "en")
     """
     sources, targets = split_file_pairs(directory, split, source_lang, target_lang)
     pairs = [load_parallel_files(s, t) for s, t in zip(sources, targets, strict=True)]

@@ -49,10 +49,10 @@ def load_corpus(
     Raises:
         ArgumentError: if `kind` is unknown or lacks what it needs.
 
-    Example:
-    ```python
-    corpus = load_corpus("numbers", "val")
-    ```
+    Examples:
+        ```python
+        corpus = load_corpus("numbers", "val")
+        ```
     """
     if kind == "numbers":
         return numbers_corpus(split, source_lang, target_lang)

@@ -75,11 +75,11 @@ class StreamingCorpus:
         ValueError: if the two lists differ in length or are empty.
         FileNotFoundError: if a file is missing.
 
-    Example:
-    ```python
-    corpus = StreamingCorpus.from_directory("data/wmt", "train", "de", "en")
-    batches = make_batches(corpus, tokenizer, tokenizer, cache=False)
-    ```
+    Examples:
+        ```python
+        corpus = StreamingCorpus.from_directory("data/wmt", "train", "de", "en")
+        batches = make_batches(corpus, tokenizer, tokenizer, cache=False)
+        ```
     """
 
     def __init__(self, source_files, target_files, limit=None):

@@ -20,8 +20,8 @@ def load_tsv(path, source_column=0, target_column=1):
         ValueError: if the file is not UTF-8 or a line has too few columns
             (the message names the line).
 
-    Example:
-    >>> corpus = load_tsv("deu.txt", source_column=1, target_column=0)
+    Examples:
+        >>> corpus = load_tsv("deu.txt", source_column=1, target_column=0)
     """
     needed = max(source_column, target_column) + 1
     sources, targets = [], []

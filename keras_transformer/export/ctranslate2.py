@@ -80,10 +80,10 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
         ValueError: on an activation CTranslate2 does not have, or a
             vocabulary larger than the model's.
 
-    Example:
-    ```python
-    spec = ctranslate2_spec(model, tokenizer.pieces, tokenizer.pieces)
-    ```
+    Examples:
+        ```python
+        spec = ctranslate2_spec(model, tokenizer.pieces, tokenizer.pieces)
+        ```
     """
     ct2 = _ctranslate2()
     specs = ct2.specs
@@ -234,11 +234,11 @@ def export_ctranslate2(translator, directory, quantization=None):
         FileExistsError: if `directory` exists.
         ValueError: on an unknown quantization.
 
-    Example:
-    ```python
-    export_ctranslate2(translator, "ct2_model", quantization="int8")
-    CTranslate2Translator("ct2_model")(["ein Hund läuft."])  # ['a dog runs.']
-    ```
+    Examples:
+        ```python
+        export_ctranslate2(translator, "ct2_model", quantization="int8")
+        CTranslate2Translator("ct2_model")(["ein Hund läuft."])  # ['a dog runs.']
+        ```
     """
     directory = os.fspath(directory)
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -298,11 +298,11 @@ class CTranslate2Translator:
             saved weights), `"int8"`, `"float32"`.
         intra_threads: threads per translation (0: CTranslate2's default).
 
-    Example:
-    ```python
-    translate = CTranslate2Translator("ct2_model", beam_size=1)
-    translate(["ein Hund läuft."])  # ['a dog runs.']
-    ```
+    Examples:
+        ```python
+        translate = CTranslate2Translator("ct2_model", beam_size=1)
+        translate(["ein Hund läuft."])  # ['a dog runs.']
+        ```
     """
 
     def __init__(

@@ -14,12 +14,15 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
+"""The strings-in, strings-out signature, the one TF Serving calls by default."""
 IDS_SIGNATURE = "translate_ids"
+"""The token-ids-in, token-ids-out signature."""
 N_BEST_SIGNATURE = "translate_n_best"
 PREFIX_SIGNATURE = "translate_with_prefix"
 CONSTRAINED_SIGNATURE = "translate_constrained"
 WARMUP_FILE = "tf_serving_warmup_requests"
-SAVED_MODELS_DIR = "saved_models"  # the default parent of exported models
+SAVED_MODELS_DIR = "saved_models"
+"""The default parent directory of exported models."""
 
 
 def next_version(model_dir):
@@ -110,10 +113,10 @@ def export_translator(
         ValueError: if `name` is not a plain directory name or `version` is
             not a positive integer.
 
-    Example:
-    ```python
-    path = export_translator(translator, "de_en")  # saved_models/de_en/1
-    ```
+    Examples:
+        ```python
+        path = export_translator(translator, "de_en")  # saved_models/de_en/1
+        ```
     """
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name or "") or name in (".", ".."):
         raise ArgumentError(

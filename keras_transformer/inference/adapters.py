@@ -19,11 +19,11 @@ class HypothesisRows(StepModel):
             `decode_step(token_ids, step, cache, state)` whose state and
             cache are nests of tensors with the batch first.
 
-    Example:
-    ```python
-    # What beam_search does by itself for a model that is not a StepModel:
-    token_ids, scores = beam_search(HypothesisRows(model), source_ids, 2, 3)
-    ```
+    Examples:
+        ```python
+        # What beam_search does by itself for a model that is not a StepModel:
+        token_ids, scores = beam_search(HypothesisRows(model), source_ids, 2, 3)
+        ```
     """
 
     def __init__(self, model):

@@ -1,7 +1,7 @@
 """Beam search: the `beam_size` best hypotheses of each sentence kept at every step.
 
 The stopping rule and how it compares with other toolkits' are explained in
-the README ("Decoding"); the docstring of `beam_search` states the contract.
+the documentation (docs/design/beam-search.md); `beam_search` states the contract.
 """
 
 from typing import NamedTuple
@@ -144,11 +144,11 @@ def beam_search(
         hypotheses (a tiny search space) fills the rest with score -inf.
         With `attention_layer`, also the attention `(B[, N], max_length, S)`.
 
-    Example:
-    ```python
-    search = tf.function(lambda s: beam_search(model, s, 2, 3, beam_size=4))
-    token_ids, scores = search(source_ids)
-    ```
+    Examples:
+        ```python
+        search = tf.function(lambda s: beam_search(model, s, 2, 3, beam_size=4))
+        token_ids, scores = search(source_ids)
+        ```
     """
     check_beam_options(max_length, beam_size, alpha, n_best)
     length_options = check_length_options(length_options, max_length)

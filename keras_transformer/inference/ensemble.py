@@ -26,11 +26,11 @@ class Ensemble(tf.Module, StepModel):
     Raises:
         ValueError: if `models` is empty or their vocabulary sizes differ.
 
-    Example:
-    ```python
-    ensemble = Ensemble([model_a, model_b])
-    token_ids, scores = beam_search(ensemble, source_ids, bos_id=2, eos_id=3)
-    ```
+    Examples:
+        ```python
+        ensemble = Ensemble([model_a, model_b])
+        token_ids, scores = beam_search(ensemble, source_ids, bos_id=2, eos_id=3)
+        ```
     """
 
     def __init__(self, models):

@@ -44,11 +44,11 @@ def greedy_search(
         `attention_layer`, also the attention `(B, max_length, S)` of each
         output token to the source (zero after EOS).
 
-    Example:
-    ```python
-    search = tf.function(lambda s: greedy_search(model, s, bos_id=2, eos_id=3))
-    token_ids, log_probs = search(source_ids)
-    ```
+    Examples:
+        ```python
+        search = tf.function(lambda s: greedy_search(model, s, bos_id=2, eos_id=3))
+        token_ids, log_probs = search(source_ids)
+        ```
     """
 
     def most_likely(log_probs, step):

@@ -17,10 +17,10 @@ def translate_lines(translator, lines, batch_size=64):
     Returns:
         The translations, a list of strings in the order of `lines`.
 
-    Example:
-    ```python
-    translate_lines(translator, ["einundzwanzig", "zwei"])  # ['twenty-one', 'two']
-    ```
+    Examples:
+        ```python
+        translate_lines(translator, ["einundzwanzig", "zwei"])  # ['twenty-one', 'two']
+        ```
     """
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
     out = [None] * len(lines)
@@ -46,11 +46,11 @@ def translate_lines_with_scores(translator, lines, prefixes=None, constraints=No
     Returns:
         Per line, a list of `translator.n_best` pairs `(translation, score)`.
 
-    Example:
-    ```python
-    translate_lines_with_scores(translator.copy(n_best=2), ["zwei"])
-    # [[('two', -0.01), ('second', -2.3)]]
-    ```
+    Examples:
+        ```python
+        translate_lines_with_scores(translator.copy(n_best=2), ["zwei"])
+        # [[('two', -0.01), ('second', -2.3)]]
+        ```
     """
     for name, given in [("prefix", prefixes), ("row of constraints", constraints)]:
         if given is not None and len(given) != len(lines):

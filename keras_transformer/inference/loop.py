@@ -182,9 +182,9 @@ def cache_lengths(model, max_length):
     Returns:
         A list of increasing Python ints ending with `max_length`.
 
-    Example:
-    >>> cache_lengths(transformer, 300)
-    [75, 150, 300]
+    Examples:
+        >>> cache_lengths(transformer, 300)
+        [75, 150, 300]
     """
     lengths = [max_length]
     if not (isinstance(model, StepModel) and model.grows_cache):

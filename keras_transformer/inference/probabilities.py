@@ -15,9 +15,9 @@ MINUS_INF = float("-inf")
 def length_penalty(length, alpha):
     """GNMT length penalty (Wu et al., 2016): ((5 + |Y|) / 6) ** alpha.
 
-    Example:
-    >>> float(length_penalty(7, 0.6))  # (12 / 6) ** 0.6
-    1.5157...
+    Examples:
+        >>> float(length_penalty(7, 0.6))  # (12 / 6) ** 0.6
+        1.5157...
     """
     return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
 

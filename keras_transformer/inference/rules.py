@@ -68,10 +68,10 @@ class LengthOptions(NamedTuple):
         no_repeat_ngram_size: n > 0 forbids an output to hold the same
             n tokens in a row twice (a target prefix is part of the output).
 
-    Example:
-    ```python
-    options = LengthOptions(max_length_a=1.5, max_length_b=10, no_repeat_ngram_size=3)
-    ```
+    Examples:
+        ```python
+        options = LengthOptions(max_length_a=1.5, max_length_b=10, no_repeat_ngram_size=3)
+        ```
     """
 
     max_length_a: float = 0.0

@@ -54,10 +54,10 @@ def sample(
         samples and the sum of their tokens' log-probabilities under the
         model (before temperature and cuts).
 
-    Example:
-    ```python
-    token_ids, _ = sample(model, source_ids, 2, 3, temperature=0.8, top_p=0.9, seed=1)
-    ```
+    Examples:
+        ```python
+        token_ids, _ = sample(model, source_ids, 2, 3, temperature=0.8, top_p=0.9, seed=1)
+        ```
     """
     check_sampling(temperature, top_k, top_p)
 

@@ -40,11 +40,11 @@ def score_outputs(model, source_ids, target_ids, bos_id, eos_id, alpha=0.6, batc
         tokens, EOS included), `"length"` and `"score"`
         (`log_prob / length_penalty(length, alpha)`).
 
-    Example:
-    ```python
-    tokens, _ = greedy_search(model, source_ids, bos_id=2, eos_id=3)
-    score_outputs(model, source_ids, tokens, bos_id=2, eos_id=3)["score"]
-    ```
+    Examples:
+        ```python
+        tokens, _ = greedy_search(model, source_ids, bos_id=2, eos_id=3)
+        score_outputs(model, source_ids, tokens, bos_id=2, eos_id=3)["score"]
+        ```
     """
     source_ids, target_ids = np.asarray(source_ids), np.asarray(target_ids)
     lengths = output_lengths(target_ids, eos_id)

@@ -28,10 +28,10 @@ def top_k_by_blocks(values, k):
     Returns:
         `(values (N, k), indices (N, k) int32)`, largest first.
 
-    Example:
-    ```python
-    top, index = top_k_by_blocks(log_probs, 8)  # as tf.math.top_k(log_probs, 8)
-    ```
+    Examples:
+        ```python
+        top, index = top_k_by_blocks(log_probs, 8)  # as tf.math.top_k(log_probs, 8)
+        ```
     """
     vocab = values.shape[-1]
     if vocab is None:

@@ -41,7 +41,7 @@ class Translator(tf.Module):
             reports). Defaults to 0.6.
         max_source_length: longest source in tokens, EOS included.
         jit_compile: whether to compile the search with XLA (faster on a
-            CPU; README, "Benchmarks"); the tokenizers always run uncompiled.
+            CPU; docs/benchmarks.md); the tokenizers always run uncompiled.
         n_best: hypotheses `translate` returns per sentence: the N best of
             beam search (at most `beam_size`), or N samples. Defaults to 1.
         sample: draw tokens at random (`inference.sample`) instead of
@@ -61,12 +61,12 @@ class Translator(tf.Module):
         ValueError: on non-positive sizes, or a tokenizer whose vocabulary is
             larger than the model's embedding.
 
-    Example:
-    ```python
-    translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=4)
-    translator(tf.constant(["ein Hund läuft."])).numpy()  # array([b'a dog runs.'])
-    translator.copy(n_best=2).translate(["ein Hund läuft."])["translations"]  # (1, 2)
-    ```
+    Examples:
+        ```python
+        translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=4)
+        translator(tf.constant(["ein Hund läuft."])).numpy()  # array([b'a dog runs.'])
+        translator.copy(n_best=2).translate(["ein Hund läuft."])["translations"]  # (1, 2)
+        ```
     """
 
     def __init__(
@@ -142,10 +142,10 @@ class Translator(tf.Module):
     def copy(self, **changes):
         """A new `Translator` of the same model and tokenizers, with `changes` to its options.
 
-        Example:
-        ```python
-        greedy = translator.copy(beam_size=1)
-        ```
+        Examples:
+            ```python
+            greedy = translator.copy(beam_size=1)
+            ```
         """
         return Translator(**{**arguments_of(self, Translator), **changes})
 
@@ -171,10 +171,10 @@ class Translator(tf.Module):
     def truncated(self, sentences):
         """Which of `sentences` `(B,)` are cut to `max_source_length`: bool `(B,)`.
 
-        Example:
-        ```python
-        translator.truncated(["zwei", "eins " * 300]).numpy()  # array([False,  True])
-        ```
+        Examples:
+            ```python
+            translator.truncated(["zwei", "eins " * 300]).numpy()  # array([False,  True])
+            ```
         """
         pieces = self.source_tokenizer.tokenize(tf.convert_to_tensor(sentences, tf.string))
         return pieces.row_lengths() + 1 > self.max_source_length  # EOS included

@@ -39,12 +39,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None):
         ValueError: if a known dimension of `mask` cannot broadcast to
             `(..., T, S)`.
 
-    Example:
-    ```python
-    q = k = v = np.random.rand(2, 4, 5, 8).astype("float32")  # (B, H, T, K)
-    outputs, weights = scaled_dot_product_attention(
-        q, k, v, mask=look_ahead_mask(5))  # outputs (2, 4, 5, 8)
-    ```
+    Examples:
+        ```python
+        q = k = v = np.random.rand(2, 4, 5, 8).astype("float32")  # (B, H, T, K)
+        outputs, weights = scaled_dot_product_attention(
+            q, k, v, mask=look_ahead_mask(5))  # outputs (2, 4, 5, 8)
+        ```
     """
     depth = q.shape[-1]
     # Scaling q by 1/sqrt(d_k) before the product equals scaling the logits,
@@ -117,13 +117,13 @@ class MultiHeadAttention(keras.layers.Layer):
             a dropout rate outside [0, 1), inputs that are not rank 3, or an
             `attention_mask` that cannot broadcast.
 
-    Example:
-    ```python
-    mha = MultiHeadAttention(d_model=64, num_heads=8)
-    x = np.random.rand(2, 10, 64).astype("float32")
-    y, scores = mha(x, x, use_causal_mask=True, return_attention_scores=True)
-    # y (2, 10, 64), scores (2, 8, 10, 10)
-    ```
+    Examples:
+        ```python
+        mha = MultiHeadAttention(d_model=64, num_heads=8)
+        x = np.random.rand(2, 10, 64).astype("float32")
+        y, scores = mha(x, x, use_causal_mask=True, return_attention_scores=True)
+        # y (2, 10, 64), scores (2, 8, 10, 10)
+        ```
     """
 
     def __init__(
@@ -286,11 +286,11 @@ class MultiHeadAttention(keras.layers.Layer):
             `step` is given; with `return_attention_scores=True`, also the
             weights `(B * k, H, 1, L)`.
 
-        Example:
-        ```python
-        cache = (np.zeros((2, 8, 10, 8)), np.zeros((2, 8, 10, 8)))  # L = 10
-        y, cache = mha.call_with_cache(x[:, :1], cache, step=0)
-        ```
+        Examples:
+            ```python
+            cache = (np.zeros((2, 8, 10, 8)), np.zeros((2, 8, 10, 8)))  # L = 10
+            y, cache = mha.call_with_cache(x[:, :1], cache, step=0)
+            ```
         """
         keys, values = cache
         rows = ops.shape(keys)[0]

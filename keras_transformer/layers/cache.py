@@ -16,12 +16,12 @@ layout is the same, so a cache grows by appending entries.
 This module is the only place that knows the layout: the decoder creates,
 grows and reorders caches with it, attention writes and masks with it.
 
-Example:
-```python
-cache = empty_cache(batch=2, num_layers=3, num_heads=4, depth=16, max_length=8, beams=2)
-cache = reorder(cache, np.array([[1, 1], [0, 1]]))   # both hypotheses of sentence 0 go on from 1
-cache = grow(cache, max_length=16)                   # room for 16 positions
-```
+Examples:
+    ```python
+    cache = empty_cache(batch=2, num_layers=3, num_heads=4, depth=16, max_length=8, beams=2)
+    cache = reorder(cache, np.array([[1, 1], [0, 1]]))  # both hypotheses of sentence 0 go on from 1
+    cache = grow(cache, max_length=16)                  # room for 16 positions
+    ```
 """
 
 from typing import NamedTuple
@@ -169,9 +169,9 @@ def own_slot_mask(length, step, beams=1):
         Boolean tensor `(1, 1, k, L * k)`: True for hypothesis j at the
         entries of positions 0..step in slot j.
 
-    Example:
-    >>> own_slot_mask(4, 1)
-    [[[[True, True, False, False]]]]
+    Examples:
+        >>> own_slot_mask(4, 1)
+        [[[[True, True, False, False]]]]
     """
     entry = ops.arange(length)
     own = entry % beams == ops.arange(beams)[:, None]  # (k, L * k)
@@ -191,9 +191,9 @@ def lineage_mask(lineage, step):
         Boolean tensor `(B, 1, k, L * k)`: hypothesis j may attend to entry
         `p * k + s` iff `p <= step` and `s == lineage[b, j, p]`.
 
-    Example:
-    >>> lineage_mask(np.array([[[0, 1], [0, 0]]]), 1)  # k = 2, L = 2
-    [[[[True, False, False, True], [True, False, True, False]]]]
+    Examples:
+        >>> lineage_mask(np.array([[[0, 1], [0, 0]]]), 1)  # k = 2, L = 2
+        [[[[True, False, False, True], [True, False, True, False]]]]
     """
     lineage = ops.cast(lineage, "int32")
     beams, length = lineage.shape[1], lineage.shape[2]

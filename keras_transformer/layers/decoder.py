@@ -52,13 +52,13 @@ class DecoderLayer(TransformerBlock):
         ValueError: on non-positive sizes, `num_heads` not dividing
             `d_model`, or rates outside [0, 1).
 
-    Example:
-    ```python
-    layer = DecoderLayer(d_model=64, num_heads=4, dff=128)
-    target = np.random.rand(2, 7, 64).astype("float32")
-    memory = np.random.rand(2, 9, 64).astype("float32")
-    layer(target, memory).shape  # (2, 7, 64)
-    ```
+    Examples:
+        ```python
+        layer = DecoderLayer(d_model=64, num_heads=4, dff=128)
+        target = np.random.rand(2, 7, 64).astype("float32")
+        memory = np.random.rand(2, 9, 64).astype("float32")
+        layer(target, memory).shape  # (2, 7, 64)
+        ```
     """
 
     def __init__(self, d_model, num_heads, dff, **kwargs):
@@ -212,13 +212,13 @@ class Decoder(TransformerStack):
         ValueError: on bad sizes or rates, or token ids that are not an
             integer `(B, T)` tensor.
 
-    Example:
-    ```python
-    decoder = Decoder(num_layers=2, d_model=64, num_heads=4, dff=128,
-                      vocab_size=1000)
-    memory = np.random.rand(1, 4, 64).astype("float32")
-    decoder(np.array([[1, 7, 5]]), memory).shape  # (1, 3, 64)
-    ```
+    Examples:
+        ```python
+        decoder = Decoder(num_layers=2, d_model=64, num_heads=4, dff=128,
+                          vocab_size=1000)
+        memory = np.random.rand(1, 4, 64).astype("float32")
+        decoder(np.array([[1, 7, 5]]), memory).shape  # (1, 3, 64)
+        ```
     """
 
     block_class = DecoderLayer
@@ -304,12 +304,12 @@ class Decoder(TransformerStack):
             position `step` written (in slot j for hypothesis j), and the
             weights `(B * k, S)` of `attention_layer`, or None without it.
 
-        Example:
-        ```python
-        self_cache = decoder.self_cache(batch_size=1, max_length=16)
-        x, self_cache, _ = decoder.call_with_cache(
-            np.array([[bos_id]]), 0, self_cache, decoder.cross_cache(memory))
-        ```
+        Examples:
+            ```python
+            self_cache = decoder.self_cache(batch_size=1, max_length=16)
+            x, self_cache, _ = decoder.call_with_cache(
+                np.array([[bos_id]]), 0, self_cache, decoder.cross_cache(memory))
+            ```
         """
         x = self.embedding(token_ids, start_index=step, training=False)  # (B * k, 1, D)
         chosen = None

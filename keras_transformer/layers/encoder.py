@@ -41,12 +41,12 @@ class EncoderLayer(TransformerBlock):
         ValueError: on non-positive sizes, `num_heads` not dividing
             `d_model`, or rates outside [0, 1).
 
-    Example:
-    ```python
-    layer = EncoderLayer(d_model=64, num_heads=4, dff=128)
-    x = PositionalEmbedding(1000, 64)(np.array([[4, 9, 0]]))
-    layer(x).shape  # (1, 3, 64); the padding mask flows in with x
-    ```
+    Examples:
+        ```python
+        layer = EncoderLayer(d_model=64, num_heads=4, dff=128)
+        x = PositionalEmbedding(1000, 64)(np.array([[4, 9, 0]]))
+        layer(x).shape  # (1, 3, 64); the padding mask flows in with x
+        ```
     """
 
     def __init__(self, d_model, num_heads, dff, **kwargs):
@@ -109,12 +109,12 @@ class Encoder(TransformerStack):
         ValueError: on bad sizes or rates, or token ids that are not an
             integer `(B, S)` tensor.
 
-    Example:
-    ```python
-    encoder = Encoder(num_layers=2, d_model=64, num_heads=4, dff=128,
-                      vocab_size=1000)
-    memory = encoder(np.array([[4, 9, 2, 0]]))  # (1, 4, 64)
-    ```
+    Examples:
+        ```python
+        encoder = Encoder(num_layers=2, d_model=64, num_heads=4, dff=128,
+                          vocab_size=1000)
+        memory = encoder(np.array([[4, 9, 2, 0]]))  # (1, 4, 64)
+        ```
     """
 
     block_class = EncoderLayer

@@ -25,11 +25,11 @@ class FeedForward(keras.layers.Layer):
     Raises:
         ValueError: if `d_model` or `dff` is not a positive integer.
 
-    Example:
-    ```python
-    ffn = FeedForward(d_model=64, dff=256)
-    ffn(np.zeros((2, 10, 64), "float32")).shape  # (2, 10, 64)
-    ```
+    Examples:
+        ```python
+        ffn = FeedForward(d_model=64, dff=256)
+        ffn(np.zeros((2, 10, 64), "float32")).shape  # (2, 10, 64)
+        ```
     """
 
     def __init__(

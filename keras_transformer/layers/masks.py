@@ -44,9 +44,9 @@ def large_negative(dtype):
     Returns:
         A Python float.
 
-    Example:
-    >>> large_negative("float16")
-    -30000.0
+    Examples:
+        >>> large_negative("float16")
+        -30000.0
     """
     if backend.standardize_dtype(dtype) == "float16":
         return -3e4
@@ -64,9 +64,9 @@ def padding_mask(token_ids, pad_id=PAD_ID):
         Boolean tensor `(B, 1, 1, S)`, True where the token is real (may be
         attended to), False at padding.
 
-    Example:
-    >>> padding_mask(np.array([[5, 7, 0]]))[0, 0, 0]
-    [True, True, False]
+    Examples:
+        >>> padding_mask(np.array([[5, 7, 0]]))[0, 0, 0]
+        [True, True, False]
     """
     keep = ops.not_equal(token_ids, pad_id)  # (B, S)
     return keep[:, None, None, :]  # (B, 1, 1, S)
@@ -82,9 +82,9 @@ def look_ahead_mask(size):
         Boolean tensor `(T, T)`, True on and below the diagonal (may attend),
         False above it (future positions, blocked).
 
-    Example:
-    >>> look_ahead_mask(3)
-    [[True, False, False], [True, True, False], [True, True, True]]
+    Examples:
+        >>> look_ahead_mask(3)
+        [[True, False, False], [True, True, False], [True, True, True]]
     """
     positions = ops.arange(size)
     return positions[:, None] >= positions[None, :]  # (T, T)

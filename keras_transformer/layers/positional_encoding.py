@@ -36,10 +36,10 @@ def positional_encoding(length, depth, layout="interleaved", start=0, max_wavele
     Returns:
         float32 tensor `(L, D)`.
 
-    Example:
-    ```python
-    table = positional_encoding(50, 128)  # (50, 128); table[0, 0::2] == 0
-    ```
+    Examples:
+        ```python
+        table = positional_encoding(50, 128)  # (50, 128); table[0, 0::2] == 0
+        ```
     """
     half = depth // 2
     positions = ops.cast(ops.arange(length) + start, "float32")  # (L,)
@@ -79,11 +79,11 @@ class PositionalEncoding(keras.layers.Layer):
         ValueError: on an unknown layout, a non-positive `max_wavelength`, or
             inputs whose last dimension is not even.
 
-    Example:
-    ```python
-    x = np.zeros((2, 10, 64), "float32")
-    PositionalEncoding()(x)  # (2, 10, 64), equal to positional_encoding(10, 64)
-    ```
+    Examples:
+        ```python
+        x = np.zeros((2, 10, 64), "float32")
+        PositionalEncoding()(x)  # (2, 10, 64), equal to positional_encoding(10, 64)
+        ```
     """
 
     def __init__(self, layout="interleaved", max_wavelength=10000, **kwargs):
@@ -154,11 +154,11 @@ class PositionalEmbedding(keras.layers.Layer):
         ValueError: on non-positive sizes, an odd `d_model`, a bad rate or
             layout, or token ids that are not an integer `(B, L)` tensor.
 
-    Example:
-    ```python
-    embed = PositionalEmbedding(vocab_size=1000, d_model=64)
-    x = embed(np.array([[5, 8, 2, 0, 0]]))  # (1, 5, 64), x._keras_mask (1, 5)
-    ```
+    Examples:
+        ```python
+        embed = PositionalEmbedding(vocab_size=1000, d_model=64)
+        x = embed(np.array([[5, 8, 2, 0, 0]]))  # (1, 5, 64), x._keras_mask (1, 5)
+        ```
     """
 
     def __init__(

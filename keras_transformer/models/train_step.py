@@ -26,10 +26,10 @@ class PackedTraining:
     `(B, T, D)`) and `output_logits(x)` (the pre-softmax projection), as
     `Transformer` has. Put it before `keras.Model` among the bases.
 
-    Example:
-    ```python
-    model.compile(optimizer=transformer_optimizer(256), loss=..., micro_batches=4)
-    ```
+    Examples:
+        ```python
+        model.compile(optimizer=transformer_optimizer(256), loss=..., micro_batches=4)
+        ```
     """
 
     micro_batches = 1
@@ -79,12 +79,12 @@ def train_step(model, data, micro_batches=1):
     Returns:
         The model's metrics after the update.
 
-    Example:
-    ```python
-    class MyModel(keras.Model):  # Keras' own step, with micro-batches
-        def train_step(self, data):
-            return train_step(self, data, micro_batches=4)
-    ```
+    Examples:
+        ```python
+        class MyModel(keras.Model):  # Keras' own step, with micro-batches
+            def train_step(self, data):
+                return train_step(self, data, micro_batches=4)
+        ```
     """
     if micro_batches > 1:
         return accumulated_train_step(model, data, micro_batches)
@@ -156,12 +156,12 @@ def accumulated_train_step(model, data, micro_batches):
         The model's metrics after the update, as `keras.Model.train_step`
         returns them.
 
-    Example:
-    ```python
-    class AccumulatingModel(keras.Model):
-        def train_step(self, data):
-            return accumulated_train_step(self, data, micro_batches=4)
-    ```
+    Examples:
+        ```python
+        class AccumulatingModel(keras.Model):
+            def train_step(self, data):
+                return accumulated_train_step(self, data, micro_batches=4)
+        ```
     """
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
     if not model.built:  # the weights must exist before the loop that reads them

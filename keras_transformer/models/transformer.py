@@ -64,13 +64,13 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             `shared_embeddings="all"` with two vocabulary sizes, inputs that
             are not a pair, or token ids that are not integer rank-2 tensors.
 
-    Example:
-    ```python
-    model = Transformer(num_layers=2, d_model=64, num_heads=4, dff=128,
-                        input_vocab_size=1000, target_vocab_size=1200)
-    logits = model((np.array([[5, 6, 7, 0]]), np.array([[1, 9, 0]])))
-    # logits (1, 3, 1200)
-    ```
+    Examples:
+        ```python
+        model = Transformer(num_layers=2, d_model=64, num_heads=4, dff=128,
+                            input_vocab_size=1000, target_vocab_size=1200)
+        logits = model((np.array([[5, 6, 7, 0]]), np.array([[1, 9, 0]])))
+        # logits (1, 3, 1200)
+        ```
     """
 
     def __init__(
@@ -160,11 +160,11 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         Returns:
             `(B, T, D)` in the compute dtype.
 
-        Example:
-        ```python
-        hidden = model.hidden_states((source_ids, target_ids))  # (B, T, D)
-        logits = model.output_logits(tf.boolean_mask(hidden, target_ids != 0))  # (N, V)
-        ```
+        Examples:
+            ```python
+            hidden = model.hidden_states((source_ids, target_ids))  # (B, T, D)
+            logits = model.output_logits(tf.boolean_mask(hidden, target_ids != 0))  # (N, V)
+            ```
         """
         source_ids, target_ids = self._split(inputs, "inputs")
         context = self.encoder(source_ids, training=training)  # (B, S, D)
@@ -240,12 +240,12 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             The cache `initial_cache(state, max_length, k)` would give after
             the same steps (`layers.cache.grow`).
 
-        Example:
-        ```python
-        cache = model.initial_cache(state, max_length=16)
-        # ... 16 calls of decode_step, then:
-        cache = model.grow_cache(cache, max_length=32)
-        ```
+        Examples:
+            ```python
+            cache = model.initial_cache(state, max_length=16)
+            # ... 16 calls of decode_step, then:
+            cache = model.grow_cache(cache, max_length=32)
+            ```
         """
         return cache_layout.grow(cache, max_length)
 
@@ -271,12 +271,12 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             `step` written, and with `attention_layer` the weights
             `(B * k, S)` float32 (else None).
 
-        Example:
-        ```python
-        state = model.encode(source_ids)
-        cache = model.initial_cache(state, max_length=32)
-        logits, cache, _ = model.decode_step(np.full([batch], bos_id), 0, cache, state)
-        ```
+        Examples:
+            ```python
+            state = model.encode(source_ids)
+            cache = model.initial_cache(state, max_length=32)
+            logits, cache, _ = model.decode_step(np.full([batch], bos_id), 0, cache, state)
+            ```
         """
         x, cache, attention = self.decoder.call_with_cache(
             token_ids[:, None],
@@ -306,12 +306,12 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         Returns:
             The reordered cache.
 
-        Example:
-        ```python
-        cache = model.initial_cache(state, max_length=32, beam_size=2)
-        step = model.decode_step(np.full([2 * batch], bos_id), 0, cache, state)
-        cache = model.reorder_cache(step.cache, np.zeros([batch, 2]))  # both from beam 0
-        ```
+        Examples:
+            ```python
+            cache = model.initial_cache(state, max_length=32, beam_size=2)
+            step = model.decode_step(np.full([2 * batch], bos_id), 0, cache, state)
+            cache = model.reorder_cache(step.cache, np.zeros([batch, 2]))  # both from beam 0
+            ```
         """
         return cache_layout.reorder(cache, beams)
 

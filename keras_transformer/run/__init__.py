@@ -4,12 +4,12 @@ Each takes a run directory (`RunDirectory` owns its layout) and the run's
 configuration; the command line (`keras_transformer.cli`) is a thin layer
 over them.
 
-Example:
-```python
-config = load_config(overrides=["train.epochs=2"])
-train("runs/numbers", config)
-print(evaluate("runs/numbers")["bleu"])
-```
+Examples:
+    ```python
+    config = load_config(overrides=["train.epochs=2"])
+    train("runs/numbers", config)
+    print(evaluate("runs/numbers")["bleu"])
+    ```
 """
 
 from keras_transformer.run.average import average_checkpoints

@@ -22,10 +22,10 @@ def average_checkpoints(run_dir, last=5):
     Returns:
         The path of the averaged model.
 
-    Example:
-    ```python
-    average_checkpoints("runs/numbers", last=5)  # runs/numbers/averaged.keras
-    ```
+    Examples:
+        ```python
+        average_checkpoints("runs/numbers", last=5)  # runs/numbers/averaged.keras
+        ```
     """
     check_positive_int("last", last)
     run = RunDirectory(run_dir)

@@ -12,10 +12,10 @@ def corpus_split(data, split, stream=False):
         split: a split name, e.g. `data["val_split"]`.
         stream: for a corpus of files, read them as they are needed.
 
-    Example:
-    ```python
-    corpus = corpus_split(load_config()["data"], "val")  # the built-in numbers
-    ```
+    Examples:
+        ```python
+        corpus = corpus_split(load_config()["data"], "val")  # the built-in numbers
+        ```
     """
     return load_corpus(
         data["corpus"],

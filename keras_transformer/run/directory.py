@@ -41,11 +41,11 @@ class RunDirectory:
     Args:
         path: the run directory (it need not exist yet).
 
-    Example:
-    ```python
-    run = RunDirectory("runs/numbers")
-    config, model, source, target = run.load("averaged")
-    ```
+    Examples:
+        ```python
+        run = RunDirectory("runs/numbers")
+        config, model, source, target = run.load("averaged")
+        ```
     """
 
     def __init__(self, path):

@@ -25,10 +25,10 @@ def export(
     `export_translator`); other keyword arguments go to the `Translator`
     (`beam_size`, `alpha`, the length options).
 
-    Example:
-    ```python
-    export("runs/numbers")  # saved_models/numbers/1
-    ```
+    Examples:
+        ```python
+        export("runs/numbers")  # saved_models/numbers/1
+        ```
     """
     translator = make_translator(run_dir, checkpoint, **kw)
     name = name or RunDirectory(run_dir).name
@@ -46,10 +46,10 @@ def export_ctranslate2_run(
     (`float32` without quantization); other keyword arguments go to the
     `Translator` whose options are saved with it (`beam_size`, `alpha`).
 
-    Example:
-    ```python
-    export_ctranslate2_run("runs/numbers", quantization="int8")
-    ```
+    Examples:
+        ```python
+        export_ctranslate2_run("runs/numbers", quantization="int8")
+        ```
     """
     from keras_transformer.export.ctranslate2 import export_ctranslate2
 

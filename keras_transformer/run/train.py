@@ -85,10 +85,10 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     Returns:
         The Keras `History`, or None if the run had already finished.
 
-    Example:
-    ```python
-    history = train("runs/numbers", load_config(overrides=["train.epochs=2"]))
-    ```
+    Examples:
+        ```python
+        history = train("runs/numbers", load_config(overrides=["train.epochs=2"]))
+        ```
     """
     place = find_place(run_dir, config["train"])  # before anything else starts TensorFlow
     config = place.own.resolve_config(config)

@@ -82,9 +82,9 @@ def make_translator(
             `max_length_a`, `max_length_b`, `min_length`,
             `no_repeat_ngram_size`, which also default to the config's).
 
-    Example:
-    ```python
-    make_translator("runs/numbers", beam_size=1)(tf.constant(["zwei"]))  # [b'two']
-    ```
+    Examples:
+        ```python
+        make_translator("runs/numbers", beam_size=1)(tf.constant(["zwei"]))  # [b'two']
+        ```
     """
     return translators(run_dir, checkpoint, [beam_size], alpha, max_length, **options)[0][0]

@@ -73,8 +73,8 @@ class Batches:
             A `Batches` whose `dataset` is this worker's, for
             `strategy.distribute_datasets_from_function`.
 
-        Example:
-        >>> batches.shard(2, 0).num_batches == batches.num_batches // 2
+        Examples:
+            >>> batches.shard(2, 0).num_batches == batches.num_batches // 2
         """
         check_positive_int("count", count)
         check_positive_int("replicas", replicas)
@@ -173,9 +173,9 @@ def make_batches(
         ValueError: if reading the pairs fails (the first pass, which counts
             them, reads them all), e.g. parallel files that differ in length.
 
-    Example:
-    >>> batches = make_batches((["a b"], ["c"]), tokenizer, tokenizer, batch_size=2)
-    >>> (source_ids, target_in_ids), target_out_ids = next(iter(batches.dataset))
+    Examples:
+        >>> batches = make_batches((["a b"], ["c"]), tokenizer, tokenizer, batch_size=2)
+        >>> (source_ids, target_in_ids), target_out_ids = next(iter(batches.dataset))
     """
     check_positive_int("max_length", max_length)
     check_positive_int("tokens_per_batch", tokens_per_batch)

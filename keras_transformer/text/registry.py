@@ -11,6 +11,7 @@ from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
 TOKENIZER_TYPES = {
     tokenizer.type_name: tokenizer for tokenizer in (SentencePieceTokenizer, WordPieceTokenizer)
 }
+"""The tokenizer classes by their `type_name` (the config's `tokenizer.type`)."""
 
 
 def tokenizer_class(type_name):
@@ -31,10 +32,10 @@ def train_tokenizer(type_name, texts, vocab_size):
         texts: a list of strings.
         vocab_size: number of ids, the special ones included.
 
-    Example:
-    ```python
-    tokenizer = train_tokenizer("sentencepiece", ["a cat", "a dog"] * 50, vocab_size=20)
-    ```
+    Examples:
+        ```python
+        tokenizer = train_tokenizer("sentencepiece", ["a cat", "a dog"] * 50, vocab_size=20)
+        ```
     """
     return tokenizer_class(type_name).train(texts, vocab_size=vocab_size)
 

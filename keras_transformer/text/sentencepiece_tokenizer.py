@@ -28,11 +28,11 @@ class SentencePieceTokenizer(Tokenizer):
             follow the package: 0 padding, 1 unknown, 2 BOS, 3 EOS.
         name: name of the `tf.Module`.
 
-    Example:
-    >>> tokenizer = SentencePieceTokenizer.train(["a cat", "a dog"] * 50, vocab_size=20)
-    >>> ids = tokenizer.tokenize(["a cat"])
-    >>> tokenizer.detokenize(ids).numpy()
-    array([b'a cat'], dtype=object)
+    Examples:
+        >>> tokenizer = SentencePieceTokenizer.train(["a cat", "a dog"] * 50, vocab_size=20)
+        >>> ids = tokenizer.tokenize(["a cat"])
+        >>> tokenizer.detokenize(ids).numpy()
+        array([b'a cat'], dtype=object)
     """
 
     type_name = "sentencepiece"

@@ -25,10 +25,10 @@ class WordPieceTokenizer(Tokenizer):
         lower_case: whether to case-fold text before splitting it.
         name: name of the `tf.Module`.
 
-    Example:
-    >>> tokenizer = WordPieceTokenizer.train(["a cat", "a dog"] * 50, vocab_size=40)
-    >>> tokenizer.detokenize(tokenizer.tokenize(["A cat"])).numpy()
-    array([b'a cat'], dtype=object)
+    Examples:
+        >>> tokenizer = WordPieceTokenizer.train(["a cat", "a dog"] * 50, vocab_size=40)
+        >>> tokenizer.detokenize(tokenizer.tokenize(["A cat"])).numpy()
+        array([b'a cat'], dtype=object)
     """
 
     type_name = "wordpiece"

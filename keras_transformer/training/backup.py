@@ -41,12 +41,12 @@ class TrainingBackup(keras.callbacks.Callback):
         every_steps: also back up every this many optimizer steps; None for
             epoch ends only.
 
-    Example:
-    ```python
-    backup = TrainingBackup("runs/x/backup", every_steps=100)
-    initial_epoch = backup.restore(model)
-    model.fit(data, epochs=10, initial_epoch=initial_epoch, callbacks=[backup])
-    ```
+    Examples:
+        ```python
+        backup = TrainingBackup("runs/x/backup", every_steps=100)
+        initial_epoch = backup.restore(model)
+        model.fit(data, epochs=10, initial_epoch=initial_epoch, callbacks=[backup])
+        ```
     """
 
     def __init__(self, directory, every_steps=None):

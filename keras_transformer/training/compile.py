@@ -19,10 +19,10 @@ def compile_model(
         micro_batches: the slices each training batch is cut into for one
             update (`Transformer.compile`). Defaults to 1.
 
-    Example:
-    ```python
-    compile_model(model, warmup_steps=800, label_smoothing=0.1)
-    ```
+    Examples:
+        ```python
+        compile_model(model, warmup_steps=800, label_smoothing=0.1)
+        ```
     """
     model.compile(
         optimizer=transformer_optimizer(model.d_model, warmup_steps, learning_rate_scale),

@@ -97,11 +97,11 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     Raises:
         ValueError: if `label_smoothing` is outside [0, 1).
 
-    Example:
-    ```python
-    loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
-    loss(np.array([[3, 1, 0]]), np.random.rand(1, 3, 8))  # mean over 2 tokens
-    ```
+    Examples:
+        ```python
+        loss = MaskedSparseCategoricalCrossentropy(label_smoothing=0.1)
+        loss(np.array([[3, 1, 0]]), np.random.rand(1, 3, 8))  # mean over 2 tokens
+        ```
     """
 
     def __init__(

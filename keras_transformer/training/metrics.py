@@ -19,12 +19,12 @@ class MaskedAccuracy(keras.metrics.Mean):
         y_pred: logits or probabilities `(B, T, V)`.
         sample_weight: optional weights broadcastable to `(B, T)`.
 
-    Example:
-    ```python
-    metric = MaskedAccuracy()
-    metric.update_state(np.array([[2, 1, 0]]), np.eye(3)[None, [2, 0, 0]])
-    metric.result()  # 0.5: one of the two real tokens is right
-    ```
+    Examples:
+        ```python
+        metric = MaskedAccuracy()
+        metric.update_state(np.array([[2, 1, 0]]), np.eye(3)[None, [2, 0, 0]])
+        metric.result()  # 0.5: one of the two real tokens is right
+        ```
     """
 
     def __init__(self, name="masked_accuracy", dtype=None):

@@ -30,10 +30,10 @@ class SummedSlicesAdam(keras.optimizers.Adam):
     Args:
         *args, **kwargs: those of `keras.optimizers.Adam`.
 
-    Example:
-    ```python
-    optimizer = SummedSlicesAdam(1e-3, beta_2=0.98)
-    ```
+    Examples:
+        ```python
+        optimizer = SummedSlicesAdam(1e-3, beta_2=0.98)
+        ```
     """
 
     def apply(self, grads, trainable_variables=None):
@@ -66,10 +66,10 @@ def transformer_optimizer(
         ValueError: if `gradient_accumulation_steps` > 1 inside the scope of
             a `tf.distribute` strategy.
 
-    Example:
-    ```python
-    model.compile(optimizer=transformer_optimizer(512, warmup_steps=4000), ...)
-    ```
+    Examples:
+        ```python
+        model.compile(optimizer=transformer_optimizer(512, warmup_steps=4000), ...)
+        ```
     """
     check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
     if gradient_accumulation_steps > 1:

@@ -23,11 +23,11 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     Raises:
         ValueError: if `d_model` or `warmup_steps` is not a positive integer.
 
-    Example:
-    ```python
-    schedule = TransformerSchedule(d_model=512)
-    schedule(4000)  # the peak, 512**-0.5 * 4000**-0.5
-    ```
+    Examples:
+        ```python
+        schedule = TransformerSchedule(d_model=512)
+        schedule(4000)  # the peak, 512**-0.5 * 4000**-0.5
+        ```
     """
 
     def __init__(self, d_model, warmup_steps=4000):
@@ -55,8 +55,8 @@ class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
         schedule: a `LearningRateSchedule`, e.g. `TransformerSchedule`.
         scale: the factor.
 
-    Example:
-    >>> ScaledSchedule(TransformerSchedule(256, warmup_steps=800), 0.7)(800)  # 0.7 * peak
+    Examples:
+        >>> ScaledSchedule(TransformerSchedule(256, warmup_steps=800), 0.7)(800)  # 0.7 * peak
     """
 
     def __init__(self, schedule, scale):
@@ -88,9 +88,9 @@ class PerUpdateSchedule(keras.optimizers.schedules.LearningRateSchedule):
         schedule: a `LearningRateSchedule`, e.g. `TransformerSchedule`.
         micro_batches: N, the optimizer's `gradient_accumulation_steps`.
 
-    Example:
-    >>> per_update = PerUpdateSchedule(TransformerSchedule(256, warmup_steps=800), 4)
-    >>> per_update(4 * 800 + 3)  # the micro-batch that ends update 800: the peak
+    Examples:
+        >>> per_update = PerUpdateSchedule(TransformerSchedule(256, warmup_steps=800), 4)
+        >>> per_update(4 * 800 + 3)  # the micro-batch that ends update 800: the peak
     """
 
     def __init__(self, schedule, micro_batches):

@@ -20,6 +20,7 @@ import tensorflow as tf
 from keras_transformer.errors import ArgumentError, RunError
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker")
+"""The values of the config's `train.strategy`."""
 
 
 class WorkerRole(NamedTuple):
@@ -83,11 +84,11 @@ def distribution_strategy(devices=1, kind="auto"):
         RuntimeError: if TensorFlow has already initialized its devices, or
             `kind` contradicts `devices` or the environment.
 
-    Example:
-    ```python
-    with distribution_strategy(2).scope():
-        model = Transformer(...)
-    ```
+    Examples:
+        ```python
+        with distribution_strategy(2).scope():
+            model = Transformer(...)
+        ```
     """
     kind = strategy_kind(kind, devices)
     if kind == "multi_worker":
@@ -131,11 +132,11 @@ def localhost_tf_configs(count):
     Each worker gets a free port. For trying multi-worker training on one
     machine, and for its tests and benchmark.
 
-    Example:
-    ```python
-    for index, tf_config in enumerate(localhost_tf_configs(2)):
-        subprocess.Popen(["keras-transformer", "train", ...], env={"TF_CONFIG": tf_config})
-    ```
+    Examples:
+        ```python
+        for index, tf_config in enumerate(localhost_tf_configs(2)):
+            subprocess.Popen(["keras-transformer", "train", ...], env={"TF_CONFIG": tf_config})
+        ```
     """
     sockets = [socket.socket() for _ in range(count)]
     for s in sockets:
