@@ -1,4 +1,7 @@
 import os
+import re
+import subprocess
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -83,3 +86,40 @@ def load_tiny_translation(directory):
 
     model = keras.models.load_model(directory / "model.keras")
     return model, load_tokenizer(str(directory / "tokenizer"))
+
+
+def readme_main_job():
+    """The `keras-transformer` commands of the README's main job, in order."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    block = re.search(r"## Set up and run.*?```bash\n(.*?)```", readme, re.S).group(1)
+    chain = block.split("\n\n")[0]  # the first command; the second runs the tests
+    chain = " ".join(line.rstrip("\\ ") for line in chain.splitlines() if line[:1] != "#")
+    commands = [part.strip() for part in chain.split("&&")]
+    assert commands[0].startswith("python3 -m venv .venv") and "pip install" in commands[1]
+    return commands[2:]
+
+
+def run_command(command, cwd):
+    """A shell command with this environment's `.venv/bin`, as a user runs it."""
+    command = command.replace(".venv/bin/", os.path.dirname(sys.executable) + os.sep)
+    # The user's environment: without the TF_CPP_MIN_LOG_LEVEL the test session sets.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run(
+        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600
+    )
+    assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="session")
+def main_job(tmp_path_factory):
+    """The README's main job, run once: `(directory, [train, evaluate, export, translate])`.
+
+    The directory holds `runs/numbers_de_en` and `saved_models/numbers_de_en/1`;
+    the outputs are the commands' `CompletedProcess`es.
+    """
+    commands = readme_main_job()
+    assert [c.split()[1] for c in commands] == ["train", "evaluate", "export", "translate"]
+    directory = tmp_path_factory.mktemp("main_job")
+    return directory, [run_command(command, directory) for command in commands]

@@ -1,8 +1,10 @@
 """The README's main job, run as the README writes it, with floors on what it prints.
 
 The commands are read from the README's "Set up and run" block, so the README
-cannot drift from what is tested; they run in a temporary directory with this
-environment's `keras-transformer`. About ten minutes on two CPU cores.
+cannot drift from what is tested; they run once a session in a temporary
+directory with this environment's `keras-transformer` (the `main_job` fixture,
+whose run the documentation's examples use too). About ten minutes on two CPU
+cores.
 """
 
 import json
@@ -11,37 +13,11 @@ import re
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.dirname(sys.executable)
+from conftest import REPO
 
 
-def readme_main_job():
-    """The `keras-transformer` commands of the README's main job, in order."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    block = re.search(r"## Set up and run.*?```bash\n(.*?)```", readme, re.S).group(1)
-    chain = block.split("\n\n")[0]  # the first command; the second runs the tests
-    chain = " ".join(line.rstrip("\\ ") for line in chain.splitlines() if line[:1] != "#")
-    commands = [part.strip() for part in chain.split("&&")]
-    assert commands[0].startswith("python3 -m venv .venv") and "pip install" in commands[1]
-    return commands[2:]
-
-
-def run(command, cwd):
-    command = command.replace(".venv/bin/", BIN + os.sep)
-    # The user's environment: without the TF_CPP_MIN_LOG_LEVEL the test session sets.
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    done = subprocess.run(
-        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600
-    )
-    assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
-    return done
-
-
-def test_readme_main_job(tmp_path):
-    commands = readme_main_job()
-    assert [c.split()[1] for c in commands] == ["train", "evaluate", "export", "translate"]
-    outputs = [run(command, tmp_path) for command in commands]
+def test_readme_main_job(main_job):
+    directory, outputs = main_job
     train, evaluate, export, translate = outputs
 
     for output in outputs:  # a quiet CLI: none of TensorFlow's C++ start-up lines
@@ -55,7 +31,7 @@ def test_readme_main_job(tmp_path):
         assert result["exact_match"] >= 0.90, result
     assert by_beam[4]["exact_match"] >= by_beam[1]["exact_match"] - 0.01, results
 
-    assert (tmp_path / "saved_models" / "numbers_de_en" / "1" / "saved_model.pb").is_file()
+    assert (directory / "saved_models" / "numbers_de_en" / "1" / "saved_model.pb").is_file()
     assert len(translate.stdout.splitlines()) == 3
 
     # Sentence by sentence, beam 4 finds outputs at least as good as greedy's
@@ -67,7 +43,7 @@ def test_readme_main_job(tmp_path):
             "--run-dir",
             "runs/numbers_de_en",
         ],
-        cwd=tmp_path,
+        cwd=directory,
         capture_output=True,
         text=True,
         timeout=1800,

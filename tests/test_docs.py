@@ -1,0 +1,219 @@
+"""Every example of the README and the documentation site, run or parsed as written.
+
+Each page's Python blocks run in order in one namespace (as a reader would run
+them), in a directory of the page's own that holds the README main job's run
+(`runs/numbers_de_en`) and parallel files (`data/{train,val}.{de,en}`). The
+serving guide's gRPC call reaches an in-process server on localhost:8500 that
+answers from the SavedModel the page exported. Every `keras-transformer`
+command of a shell block is checked against the command line's own parser.
+"""
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+from concurrent import futures
+
+import pytest
+import tensorflow as tf
+from conftest import REPO
+from markdown import PAGES, fenced_blocks
+
+from keras_transformer.cli.parser import parser
+from keras_transformer.datasets import numbers_corpus
+
+PYTHON_PAGES = [page for page in PAGES if fenced_blocks(page, "python")]
+GRPC_ADDRESS = "localhost:8500"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """`{train,val}.{de,en}`: 2,000 and 200 pairs of the built-in corpus."""
+    directory = tmp_path_factory.mktemp("data")
+    for split, size in (("train", 2000), ("val", 200)):
+        corpus = numbers_corpus(split, "de", "en")[:size]
+        for lang, lines in (("de", corpus.sources), ("en", corpus.targets)):
+            (directory / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+@pytest.fixture
+def workspace(request, data_dir, tmp_path, monkeypatch):
+    """The working directory of one page's examples: `data/`, and `runs/numbers_de_en`
+    for the pages that use it (the README's main job then runs first, once)."""
+    (tmp_path / "data").symlink_to(data_dir)
+    blocks = fenced_blocks(request.node.callspec.params["page"], "python")
+    if any("runs/numbers_de_en" in code for _, code in blocks):
+        main_job, _ = request.getfixturevalue("main_job")
+        (tmp_path / "runs").mkdir()
+        (tmp_path / "runs" / "numbers_de_en").symlink_to(main_job / "runs" / "numbers_de_en")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def predict(request):
+    """TF Serving's Predict, answered from the newest version under `saved_models/`."""
+    from tensorflow_serving.apis import predict_pb2
+
+    base = os.path.join("saved_models", request.model_spec.name)
+    version = max(os.listdir(base), key=int)
+    loaded = tf.saved_model.load(os.path.join(base, version))
+    signature = loaded.signatures[request.model_spec.signature_name or "serving_default"]
+    inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
+    response = predict_pb2.PredictResponse()
+    for name, value in signature(**inputs).items():
+        response.outputs[name].CopyFrom(tf.make_tensor_proto(value.numpy()))
+    return response
+
+
+def grpc_server():
+    """A started gRPC server on `GRPC_ADDRESS` whose Predict is `predict`."""
+    grpc = pytest.importorskip("grpc")
+    from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+    class Service(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request, context):
+            return predict(request)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(Service(), server)
+    try:
+        server.add_insecure_port(GRPC_ADDRESS)
+    except RuntimeError:
+        pytest.skip(f"{GRPC_ADDRESS} is taken; the serving guide's gRPC call needs it")
+    server.start()
+    return server
+
+
+@pytest.mark.parametrize("page", PYTHON_PAGES)
+def test_python_examples_run(page, workspace):
+    blocks = fenced_blocks(page, "python")
+    server = grpc_server() if any(GRPC_ADDRESS in code for _, code in blocks) else None
+    namespace = {"__name__": "__main__"}
+    try:
+        for line, code in blocks:
+            exec(compile(code, f"{page}:{line}", "exec"), namespace)
+    finally:
+        if server is not None:
+            server.stop(None)
+
+
+def documented_commands(page):
+    """`[(line, words)]` of each `keras-transformer` command in the page's shell blocks."""
+    commands = []
+    for line, code in fenced_blocks(page, "bash"):
+        joined = re.sub(r"\\\n\s*", " ", code)  # continuation lines
+        for text in joined.splitlines():
+            text = re.sub(r"\s#\s.*$", "", text)  # a comment after the command
+            for command in re.split(r"&&|\|", text):
+                if "keras-transformer" not in command:
+                    continue
+                words = shlex.split(command.replace("<", " "))
+                if words and os.path.basename(words[0]) == "keras-transformer":
+                    commands.append((line, words[1:]))
+    return commands
+
+
+def subcommand_options():
+    """`{command: {option strings}}` of the command line."""
+    actions = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {
+        name: {option for action in sub._actions for option in action.option_strings}
+        for name, sub in actions[0].choices.items()
+    }
+
+
+def test_documented_commands_and_options_exist():
+    options = subcommand_options()
+    checked = 0
+    for page in PAGES:
+        for line, words in documented_commands(page):
+            words = [w for w in words if w != "--verbose"]
+            assert words[0] in options, f"{page}:{line}: no command {words[0]!r}"
+            for word in words[1:]:
+                flag = re.match(r"\[?(--[a-z0-9-]+)", word)
+                assert flag is None or flag.group(1) in options[words[0]], (
+                    f"{page}:{line}: `{words[0]}` has no option {flag.group(1)}"
+                )
+            checked += 1
+    assert checked >= 30, checked  # the README's, the CLI reference's and the guides'
+
+
+def test_the_cli_reference_lists_every_option():
+    with open(os.path.join(REPO, "docs", "cli.md"), encoding="utf-8") as f:
+        reference = f.read().split("\n## Options\n")[1]
+    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |\Z)", reference, re.S | re.M))
+    for command, options in subcommand_options().items():
+        assert command in sections, f"docs/cli.md has no section for `{command}`"
+        listed = set(re.findall(r"`(--[a-z0-9-]+)", sections[command]))
+        missing = options - listed - {"-h", "--help"}
+        assert not missing, f"docs/cli.md, `{command}`: {sorted(missing)} not listed"
+
+
+def test_the_readmes_links_reach_files():
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        links = re.findall(r"\]\(([^)#\s]+)\)", f.read())
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10, local
+    for link in local:
+        assert os.path.exists(os.path.join(REPO, link)), f"README.md links to missing {link}"
+
+
+def test_the_site_states_the_version_and_releases_it_was_tested_with():
+    import keras_transformer as kt
+
+    with open(os.path.join(REPO, "docs", "index.md"), encoding="utf-8") as f:
+        index = f.read()
+    with open(os.path.join(REPO, "setup.cfg"), encoding="utf-8") as f:
+        pins = dict(
+            re.findall(r"^\s+(tensorflow|keras|tensorflow-text)~=(\d+\.\d+)", f.read(), re.M)
+        )
+    assert f"keras_transformer {kt.__version__}," in index
+    names = {"tensorflow": "TensorFlow", "keras": "Keras", "tensorflow-text": "TensorFlow Text"}
+    for package, release in pins.items():
+        assert f"{names[package]} {release}" in index, (package, release)
+    assert len(pins) == 3, pins
+
+
+API_PAGES = {
+    "keras_transformer": "api/index.html",
+    **{
+        f"keras_transformer.{name}": f"api/{name}/index.html"
+        for name in [
+            "layers",
+            "models",
+            "text",
+            "datasets",
+            "training",
+            "inference",
+            "export",
+            "run",
+        ]
+    },
+}
+
+
+def test_the_site_builds_strictly_with_every_public_name(tmp_path):
+    pytest.importorskip("mkdocs")
+    import importlib
+
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)]
+    built = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    for module, page in API_PAGES.items():
+        with open(tmp_path / page, encoding="utf-8") as f:
+            anchors = set(re.findall(r'id="([^"]+)"', f.read()))
+        names = importlib.import_module(module).__all__
+        subpackages = set(API_PAGES) - {module}
+        # A name that is also its module's (`inference.beam_search`) is documented by its
+        # full path (`inference.beam_search.beam_search`).
+        missing = [
+            name
+            for name in names
+            if f"{module}.{name}" not in anchors | subpackages
+            and f"{module}.{name}.{name}" not in anchors
+        ]
+        assert not missing, f"{page} lacks {missing}"
