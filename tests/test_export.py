@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import REPO, load_tiny_translation
+from markdown import block_after
 
 from keras_transformer.export import export_translator
 from keras_transformer.export.saved_model import WARMUP_FILE
@@ -66,12 +67,12 @@ def test_translator_rejects_a_tokenizer_larger_than_the_model(translator):
         model.target_vocab_size = real
 
 
-def test_versions_are_numbered_and_never_overwritten(translator, tmp_path):
-    first = export_translator(translator, "numbers", base_dir=str(tmp_path))
-    second = export_translator(translator, "numbers", base_dir=str(tmp_path))
-    assert first.endswith(os.path.join("numbers", "1")) and second.endswith("2")
+def test_versions_are_numbered_and_never_overwritten(translator, exported, tmp_path):
+    base = os.path.dirname(os.path.dirname(exported))  # the module's export is version 1
+    second = export_translator(translator, "numbers_de_en", base_dir=base)
+    assert exported.endswith(os.path.join("numbers_de_en", "1")) and second.endswith("2")
     with pytest.raises(FileExistsError, match="never overwritten"):
-        export_translator(translator, "numbers", base_dir=str(tmp_path), version=1)
+        export_translator(translator, "numbers_de_en", base_dir=base, version=1)
     with pytest.raises(ValueError, match=r"`name` must be a plain directory name"):
         export_translator(translator, "../escape", base_dir=str(tmp_path))
 
@@ -198,19 +199,11 @@ def test_n_best_prefix_and_constrained_signatures_translate_as_the_translator_do
         constrained(inputs=tf.constant(["eins", "zwei"]), constraints=tf.constant([["one"]]))
 
 
-def readme_python_block(after):
-    """The first ```python block of the README that follows the line containing `after`."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        text = f.read()
-    start = text.index(after)
-    return re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
-
-
-def test_readme_grpc_request_fits_the_exported_signature(translator, exported):
+def test_documented_grpc_request_fits_the_exported_signature(translator, exported):
     pytest.importorskip("tensorflow_serving")
     path = exported
     namespace = {}
-    exec(readme_python_block("gRPC, with"), namespace)
+    exec(block_after("docs/guides/serving.md", "gRPC, with"), namespace)
     request = namespace["request"]
     assert request.model_spec.name == os.path.basename(os.path.dirname(path))
 
