@@ -157,6 +157,7 @@ translator = kt.Translator(
     max_length=decode["max_length"],
     beam_size=decode["beam_size"],
     alpha=decode["alpha"],
+    no_repeat_ngram_size=decode["no_repeat_ngram_size"],
 )
 hypotheses = kt.inference.translate_lines(translator, test.sources, decode["batch_size"])
 scores = score_translations(hypotheses, test.targets)
