@@ -6,9 +6,10 @@ reference: up to `--phrases` reference words (three letters or more) that
 the output lacks become that sentence's constraints (sentences whose output
 has every such word get none). The split is then decoded again with them.
 Printed per beam size: the share of constrained sentences whose output
-contains every phrase as a contiguous run of target pieces (it must be
-100%), cased sacreBLEU and chrF without and with the constraints, the
-longest output in words, and sentences per second of both decodes (each
+contains every phrase as a contiguous run of target pieces, and as whole
+words of its text ("hair" is not in "haired"; both must be 100%), cased
+sacreBLEU and chrF without and with the constraints, the longest output in
+words, and sentences per second of both decodes (each
 timed after a first call that compiles it; the same sentences, batches of
 `--batch-size`).
 
@@ -16,7 +17,7 @@ timed after a first call that compiles it; the same sentences, batches of
         --checkpoint averaged --beam-sizes 1,4
 
 The last line is JSON, one entry per beam size with `met_share`,
-`bleu_free`, `bleu_constrained`, `chrf_free`, `chrf_constrained`,
+`word_share`, `bleu_free`, `bleu_constrained`, `chrf_free`, `chrf_constrained`,
 `longest_free_words`, `longest_constrained_words`, `sentences_per_s_free`,
 `sentences_per_s_constrained` and `cost` (free over constrained speed).
 """
@@ -72,6 +73,10 @@ def contains_pieces(tokenizer, text, phrase):
     return any(pieces[0][i : i + n] == pieces[1] for i in range(len(pieces[0]) - n + 1))
 
 
+def contains_words(text, phrase):
+    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", required=True)
@@ -104,6 +109,7 @@ def main():
         met = [
             all(contains_pieces(tokenizer, kept[i], p) for p in constraints[i]) for i in constrained
         ]
+        whole = [all(contains_words(kept[i], p) for p in constraints[i]) for i in constrained]
         free_scores, kept_scores = (score_translations(o, references) for o in (free, kept))
         result = {
             "beam_size": translator.beam_size,
@@ -111,6 +117,7 @@ def main():
             "constrained_sentences": len(constrained),
             "phrases": sum(len(c) for c in constraints),
             "met_share": float(np.mean(met)) if met else 1.0,
+            "word_share": float(np.mean(whole)) if whole else 1.0,
             "bleu_free": free_scores["bleu"],
             "bleu_constrained": kept_scores["bleu"],
             "chrf_free": free_scores["chrf"],
@@ -125,7 +132,8 @@ def main():
         print(
             f"beam {translator.beam_size}: {len(constrained)} of {len(sources)} sentences "
             f"constrained ({result['phrases']} phrases), every phrase kept in "
-            f"{result['met_share']:.1%}; BLEU {result['bleu_free']:.2f} -> "
+            f"{result['met_share']:.1%} (as whole words {result['word_share']:.1%}); "
+            f"BLEU {result['bleu_free']:.2f} -> "
             f"{result['bleu_constrained']:.2f}, chrF {result['chrf_free']:.2f} -> "
             f"{result['chrf_constrained']:.2f}; longest output {result['longest_free_words']} -> "
             f"{result['longest_constrained_words']} words; {result['sentences_per_s_free']:.1f} "

@@ -35,13 +35,26 @@ def contains(output, phrase):
     return any(output[i : i + n] == phrase for i in range(len(output) - n + 1))
 
 
-def phrases_of(row):
-    return [[t for t in phrase if t] for phrase in PHRASES[row] if any(phrase)]
+def phrases_of(row, table=PHRASES):
+    return [[t for t in phrase if t] for phrase in table[row] if any(phrase)]
 
 
-def exhaustive_with_phrases(model, source_id, phrases, max_length, alpha, must_end=False):
+def glued(output, phrases, continues):
+    """Whether a token of `continues` follows an occurrence of a phrase in `output`."""
+    return any(
+        output[i : i + len(p)] == p
+        and output[i + len(p) : i + len(p) + 1] in [[c] for c in continues]
+        for p in phrases
+        for i in range(len(output))
+    )
+
+
+def exhaustive_with_phrases(
+    model, source_id, phrases, max_length, alpha, must_end=False, continues=()
+):
     """Every `(score, output)` of at most `max_length` tokens that contains every
-    phrase (and ends with EOS, if it `must_end`)."""
+    phrase, with no token of `continues` right after one (and ends with EOS, if it
+    `must_end`)."""
     scored = []
     for length in range(1, max_length + 1):
         for words in itertools.product(WORDS, repeat=length - 1):
@@ -49,7 +62,9 @@ def exhaustive_with_phrases(model, source_id, phrases, max_length, alpha, must_e
             endings = [[EOS]] + ([[w] for w in WORDS] if cut else [])
             for ending in endings:
                 output = list(words) + ending
-                if not all(contains(output, phrase) for phrase in phrases):
+                if not all(contains(output, p) for p in phrases) or glued(
+                    output, phrases, continues
+                ):
                     continue
                 log_p = sum(
                     model.log_probs(source_id, output[:t])[token] for t, token in enumerate(output)
@@ -125,6 +140,84 @@ def test_every_output_of_every_search_contains_every_phrase(beam_size, max_lengt
                     model.log_probs(int(source_id), output[:t])[x] for t, x in enumerate(output)
                 )
                 np.testing.assert_allclose(score, log_p, rtol=1e-5)
+
+
+# Phrases of a vocabulary whose token 5 goes on with the word before it: as with
+# a real tokenizer, no phrase starts with such a piece.
+WORD_PHRASES = [
+    [[0, 0], [0, 0]],
+    [[4, 0], [0, 0]],
+    [[1, 5], [0, 0]],
+    [[4, 0], [1, 0]],
+    [[1, 5], [4, 0]],
+    [[4, 5], [1, 0]],
+] * 2
+
+
+def test_no_piece_that_continues_a_word_follows_a_phrase():
+    """The exhaustive best outputs, and greedy search and sampling keep the rule."""
+    model = HistoryStub(vocab=6, seed=24)
+    continues_word = np.arange(6) == 5
+    options = {"constraint_ids": np.array(WORD_PHRASES, "int32"), "continues_word": continues_word}
+    tokens, scores = beam_search(model, SOURCES, BOS, EOS, 4, 128, 0.6, n_best=3, **options)
+    greedy = greedy_search(model, SOURCES, BOS, EOS, 6, **options)[0]
+    drawn = sample(model, SOURCES, BOS, EOS, 6, seed=4, **options)[0]
+    changed = 0
+    for row, source_id in enumerate(SOURCES[:, 0]):
+        phrases = phrases_of(row, WORD_PHRASES)
+        expected = exhaustive_with_phrases(model, int(source_id), phrases, 4, 0.6, continues=[5])
+        free = exhaustive_with_phrases(model, int(source_id), phrases, 4, 0.6)
+        changed += expected[0][1] != free[0][1]
+        np.testing.assert_allclose(scores.numpy()[row], [s for s, _ in expected[:3]], rtol=1e-5)
+        for rank, (_, output) in enumerate(expected[:3]):
+            assert_output(tokens.numpy()[row, rank], output)
+        for found in (greedy, drawn):
+            output = [int(t) for t in found.numpy()[row] if t]
+            assert all(contains(output, p) for p in phrases), (row, output)
+            assert not glued(output, phrases, [5]), (row, output)
+    assert changed > 0  # the rule decides some sentence's best output
+
+
+def eager_greedy(model, source_id, phrases, max_length):
+    """The reference greedy search with phrases: the most likely token among those
+    after which the unmet phrases still fit, except that the phrase furthest along
+    (the first on a tie) goes on once started and starts where EOS is most likely."""
+    output = []
+    while len(output) < max_length and output[-1:] != [EOS]:
+        log_p = model.log_probs(source_id, output)
+        unmet = [p for p in phrases if not contains(output, p)]
+        if not unmet:
+            output.append(int(np.argmax(log_p)))
+            continue
+        furthest = max(unmet, key=lambda p: started(output, p))
+        if started(output, furthest) or np.argmax(log_p) == EOS:
+            output.append(furthest[started(output, furthest)])
+            continue
+        room = max_length - 1 - len(output)
+        allowed = [t != EOS and still_needed(output + [t], phrases) <= room for t in WORDS + [EOS]]
+        output.append(max(np.array(WORDS + [EOS])[allowed], key=lambda t: log_p[t]))
+    return output
+
+
+def started(output, phrase):
+    """Tokens of `phrase` that `output` ends with, fewer than all."""
+    return max(j for j in range(len(phrase)) if j == 0 or output[-j:] == phrase[:j])
+
+
+def still_needed(output, phrases):
+    unmet = [p for p in phrases if not contains(output, p)]
+    return sum(map(len, unmet)) - max([started(output, p) for p in unmet], default=0)
+
+
+@pytest.mark.parametrize("max_length", [5, 9])
+def test_greedy_search_inserts_phrases_where_it_would_end(max_length):
+    model = HistoryStub(vocab=6, seed=25)
+    found = greedy_search(model, SOURCES, BOS, EOS, max_length, constraint_ids=constraint_ids())[
+        0
+    ].numpy()
+    for row, source_id in enumerate(SOURCES[:, 0]):
+        expected = eager_greedy(model, int(source_id), phrases_of(row), max_length)
+        assert [int(t) for t in found[row] if t] == expected, row
 
 
 def test_phrases_in_a_prefix_count_and_an_empty_source_gives_its_phrases():

@@ -185,3 +185,17 @@ def test_a_saved_model_carries_the_tokenizer(name, request, tmp_path):
         loaded.round_trip(texts).numpy().tolist()
         == tokenizer.detokenize(tokenizer.tokenize(texts)).numpy().tolist()
     )
+
+
+@pytest.mark.parametrize("name", ["sentencepiece", "wordpiece"])
+def test_continues_word_marks_the_pieces_glued_to_a_word_before_them(name, request):
+    """Detokenized after a whole word, exactly these pieces start with a letter or
+    digit written without a space."""
+    tokenizer = request.getfixturevalue(name)
+    word = tokenizer.tokenize(["the"]).to_list()[0]
+    pieces = np.arange(4, tokenizer.vocab_size)[:, None]
+    texts = tokenizer.detokenize(np.concatenate([np.tile(word, [len(pieces), 1]), pieces], 1))
+    glued = [text.decode()[len("the") :][:1].isalnum() for text in texts.numpy()]
+    np.testing.assert_array_equal(tokenizer.continues_word[4:], glued)
+    assert 0 < sum(glued) < len(glued)
+    assert not tokenizer.continues_word[:4].any()  # padding, unknown, BOS, EOS

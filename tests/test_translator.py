@@ -1,5 +1,7 @@
 """The Translator's decoding options: n-best, target prefixes, sampling and ensembles."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -162,10 +164,12 @@ def test_length_options_reach_the_search_as_given(parts):
 
 
 def contains_phrase(tokenizer, text, phrase):
-    """Whether the pieces of `phrase` occur in those of `text` as one run."""
+    """Whether the pieces of `phrase` occur in those of `text` as one run, and
+    the phrase in the text as whole words ("eight" is not in "eighteen")."""
     pieces = tokenizer.tokenize(tf.constant([text, phrase])).to_list()
     n = len(pieces[1])
-    return any(pieces[0][i : i + n] == pieces[1] for i in range(len(pieces[0]) - n + 1))
+    as_pieces = any(pieces[0][i : i + n] == pieces[1] for i in range(len(pieces[0]) - n + 1))
+    return as_pieces and re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
 
 
 @pytest.mark.parametrize(

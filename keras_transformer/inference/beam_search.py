@@ -12,6 +12,7 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.adapters import as_step_model
 from keras_transformer.inference.checks import (
     check_constraint_ids,
+    check_continues_word,
     check_prefix_ids,
     check_source_ids,
 )
@@ -95,6 +96,7 @@ def beam_search(
     attention_layer=None,
     length_options=None,
     constraint_ids=None,
+    continues_word=None,
 ):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
@@ -136,6 +138,10 @@ def beam_search(
             output must contain (`inference.constraints`). Hypotheses finish
             only once they contain every phrase, and the beam keeps places
             for those that have met more of them (Dynamic Beam Allocation).
+        continues_word: optional bool `(V,)`, the target pieces that go on
+            with the word before them (`Tokenizer.continues_word`): with
+            `constraint_ids`, none may follow a phrase, so that phrases are
+            written as whole words.
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
@@ -159,7 +165,14 @@ def beam_search(
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
     constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
     rules = make_rules(
-        source_ids, prefix_ids, max_length, eos_id, length_options, k, constraint_ids
+        source_ids,
+        prefix_ids,
+        max_length,
+        eos_id,
+        length_options,
+        k,
+        constraint_ids,
+        check_continues_word(continues_word),
     )  # B*k rows
     state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
     lengths = cache_lengths(model, max_length)

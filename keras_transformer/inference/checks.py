@@ -43,3 +43,16 @@ def check_constraint_ids(constraint_ids, batch):
         return None
     constraint_ids = integer_ids(constraint_ids, "constraint_ids", ["batch", "phrases", "tokens"])
     return tf.ensure_shape(tf.cast(constraint_ids, tf.int32), [batch, None, None])
+
+
+def check_continues_word(continues_word):
+    """`continues_word` as a bool tensor `(V,)`, or None."""
+    if continues_word is None:
+        return None
+    continues_word = tf.convert_to_tensor(continues_word)
+    if continues_word.dtype != tf.bool or continues_word.shape.rank != 1:
+        raise ArgumentError(
+            "`continues_word` must be a bool vector (vocab_size,). Received: continues_word "
+            f"with dtype={continues_word.dtype.name}, shape={continues_word.shape}"
+        )
+    return continues_word

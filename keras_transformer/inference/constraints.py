@@ -8,7 +8,14 @@ is met, and when the tokens it still needs fill the room left before its
 limit, it may only go on with a phrase, the one furthest along (any of them
 on a tie). Beam search also keeps hypotheses that have met more of their
 phrases in its beam (`allocate`), as Dynamic Beam Allocation does (Post and
-Vilar, 2018).
+Vilar, 2018). Greedy search and sampling, which keep one hypothesis, write
+the phrase furthest along where the model would end, and go on with a phrase
+once started (`rules.Rules.eager_phrases`).
+
+Given the target vocabulary's `continues_word` (`Tokenizer.continues_word`),
+no piece that continues a word may follow a phrase, so a phrase is written
+as whole words: "▁hair" is not met by "▁hair" "ed". (This holds for every
+occurrence of a phrase after the prefix.)
 
 Tokens still needed are counted as if the unmet phrases were written one
 after another, the one in progress first. That is exact unless the end of
@@ -127,6 +134,13 @@ def extended(state, phrase_ids, lengths, token):
     met = state.met | tf.reduce_any(longer & (matched == lengths[..., None]), axis=-1)
     progress = tf.reduce_max(tf.where(longer & (matched < lengths[..., None]), matched, 0), -1)
     return met, progress
+
+
+def ends_with_phrase(state, lengths):
+    """Rows whose tokens end with one of their phrases: bool `(N,)` from a
+    `Progress` and the phrases' `lengths` `(N, C)`."""
+    whole = tf.gather(state.suffix, lengths, batch_dims=2)  # (N, C)
+    return tf.reduce_any(whole & (lengths > 0), axis=1)
 
 
 def tokens_still_needed(met, progress, lengths):

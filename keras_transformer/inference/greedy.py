@@ -16,6 +16,7 @@ def greedy_search(
     attention_layer=None,
     length_options=None,
     constraint_ids=None,
+    continues_word=None,
 ):
     """Picks the most likely next token at every step.
 
@@ -37,6 +38,10 @@ def greedy_search(
             relative to the source, a minimum length, no repeated n-grams.
         constraint_ids: optional int `(B, C, T)`, 0-padded: phrases each
             output must contain (`inference.constraints`).
+        continues_word: optional bool `(V,)`, the target pieces that go on
+            with the word before them (`Tokenizer.continues_word`): with
+            `constraint_ids`, none may follow a phrase, so that phrases are
+            written as whole words.
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
@@ -65,5 +70,6 @@ def greedy_search(
         attention_layer,
         length_options,
         constraint_ids,
+        continues_word,
     )
     return (token_ids, log_probs) if attention_layer is None else (token_ids, log_probs, attention)

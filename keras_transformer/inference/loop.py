@@ -30,6 +30,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.inference.adapters import as_step
 from keras_transformer.inference.checks import (
     check_constraint_ids,
+    check_continues_word,
     check_prefix_ids,
     check_source_ids,
 )
@@ -94,13 +95,16 @@ def token_by_token(
     attention_layer=None,
     length_options=None,
     constraint_ids=None,
+    continues_word=None,
 ):
     """One hypothesis per sentence, extended by `choose(log_probs (B, V), step) -> (B,)`.
 
     The loop of greedy search and sampling: a row stops at its EOS, and its
     score is the sum of its tokens' log-probabilities. `length_options` are
     `inference.rules.LengthOptions`; `constraint_ids` `(B, C, T)` the
-    phrases of `inference.constraints`.
+    phrases of `inference.constraints`, inserted eagerly
+    (`inference.rules.Rules.eager_phrases`); `continues_word` `(V,)` the
+    pieces that may not follow a phrase.
 
     Returns:
         `(token_ids (B, max_length), score (B,), attention (B, max_length, S))`,
@@ -112,7 +116,14 @@ def token_by_token(
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
     constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
     rules = make_rules(
-        source_ids, prefix_ids, max_length, eos_id, length_options, constraint_ids=constraint_ids
+        source_ids,
+        prefix_ids,
+        max_length,
+        eos_id,
+        length_options,
+        rows_per_sentence=None,  # one hypothesis per sentence, phrases inserted eagerly
+        constraint_ids=constraint_ids,
+        continues_word=check_continues_word(continues_word),
     )
     state = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]

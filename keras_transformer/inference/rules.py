@@ -18,6 +18,7 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.constraints import (
     check_fit,
     constraint_log_probs,
+    ends_with_phrase,
     next_tokens,
     phrase_lengths,
     progress_of,
@@ -43,6 +44,13 @@ class Rules(NamedTuple):
             twice in an output.
         phrase_ids: int32 `(N, C, T)`, phrases each output must contain
             (`inference.constraints`), or None.
+        continues_word: bool `(V,)`, the target pieces that go on with the
+            word before them (`Tokenizer.continues_word`), or None: with
+            phrases, none of them may follow a phrase's last token.
+        eager_phrases: Python bool, True for searches of one hypothesis per
+            sentence (greedy, sampling): a row with unmet phrases takes the
+            next token of the phrase furthest along where EOS is its most
+            likely token, and goes on with a phrase once started.
     """
 
     prefix_ids: object
@@ -52,6 +60,8 @@ class Rules(NamedTuple):
     min_length: int = 0
     no_repeat_ngram_size: int = 0
     phrase_ids: object = None
+    continues_word: object = None
+    eager_phrases: bool = False
 
 
 class LengthOptions(NamedTuple):
@@ -114,7 +124,14 @@ def is_empty_source(source_ids):
 
 
 def make_rules(
-    source_ids, prefix_ids, max_length, eos_id, options, rows_per_sentence=1, constraint_ids=None
+    source_ids,
+    prefix_ids,
+    max_length,
+    eos_id,
+    options,
+    rows_per_sentence=1,
+    constraint_ids=None,
+    continues_word=None,
 ):
     """The `Rules` of a search over `source_ids` `(B, S)`, `rows_per_sentence` rows each.
 
@@ -129,8 +146,11 @@ def make_rules(
         max_length: most tokens of an output, EOS included.
         eos_id: id that ends an output.
         options: `LengthOptions` (checked).
-        rows_per_sentence: hypotheses per sentence (beam search's k).
+        rows_per_sentence: hypotheses per sentence (beam search's k), or
+            None for one per sentence in a search that inserts phrases
+            eagerly (`Rules.eager_phrases`).
         constraint_ids: int32 `(B, C, T)` from `check_constraint_ids`, or None.
+        continues_word: bool `(V,)` from `check_continues_word`, or None.
     """
     source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)  # (B,)
     b = max_length if options.max_length_b is None else options.max_length_b
@@ -145,7 +165,7 @@ def make_rules(
     limits = tf.where(empty, 0, limits)
     limits = tf.clip_by_value(tf.maximum(limits, forced_length + 1), 1, max_length)  # (B,)
     must_end = (limits < max_length) | empty
-    if rows_per_sentence > 1:
+    if rows_per_sentence is not None and rows_per_sentence > 1:
         limits, must_end, prefix_ids, constraint_ids = (
             None if t is None else tf.repeat(t, rows_per_sentence, axis=0)
             for t in (limits, must_end, prefix_ids, constraint_ids)
@@ -158,6 +178,8 @@ def make_rules(
         options.min_length,
         options.no_repeat_ngram_size,
         constraint_ids,
+        continues_word,
+        eager_phrases=rows_per_sentence is None,
     )
 
 
@@ -166,7 +188,9 @@ def apply_rules(log_probs, step, rules, tokens=None):
 
     In order of precedence: a row inside its prefix takes the prefix's
     token; a row at its limit that must end there takes EOS; a row with
-    phrases to meet follows `inference.constraints`; otherwise EOS waits
+    phrases to meet follows `inference.constraints` (with the
+    `Rules.eager_phrases` of greedy search and sampling, and never a piece
+    that `Rules.continues_word` right after a phrase); otherwise EOS waits
     for `min_length` tokens, and no token may complete an n-gram the row's
     `tokens` `(N, L)` (written up to `step`) already hold; a row these rules
     leave without any token takes EOS (or, with phrases to meet, the next
@@ -184,6 +208,11 @@ def apply_rules(log_probs, step, rules, tokens=None):
     if rules.phrase_ids is not None:
         lengths = phrase_lengths(rules.phrase_ids)
         progress = progress_of(rules.phrase_ids, lengths, tokens, step)
+        most_likely = tf.argmax(restricted, axis=-1, output_type=tf.int32)  # (N,)
+        if rules.continues_word is not None:
+            check_vocab_size(rules.continues_word, log_probs)
+            glued = ends_with_phrase(progress, lengths)[:, None] & rules.continues_word[None, :]
+            restricted = tf.where(glued, MINUS_INF, restricted)
         restricted = constraint_log_probs(
             restricted,
             step,
@@ -197,6 +226,10 @@ def apply_rules(log_probs, step, rules, tokens=None):
         upcoming, furthest = next_tokens(rules.phrase_ids, lengths, progress)
         first_furthest = tf.gather(upcoming, tf.argmax(furthest, axis=1), batch_dims=1)
         way_out = tf.where(progress.all_met, rules.eos_id, first_furthest)[:, None]
+        if rules.eager_phrases:
+            started = tf.reduce_any(furthest & (progress.progress > 0), axis=1)  # (N,)
+            eager = ~progress.all_met & (started | (most_likely == rules.eos_id))
+            restricted = tf.where(eager[:, None], only(log_probs, way_out), restricted)
     if rules.min_length > 0 or rules.no_repeat_ngram_size > 0 or rules.phrase_ids is not None:
         stuck = tf.reduce_all(restricted == MINUS_INF, axis=-1)  # (N,) no token is left
         restricted = tf.where(stuck[:, None], only(log_probs, way_out), restricted)
@@ -209,6 +242,16 @@ def apply_rules(log_probs, step, rules, tokens=None):
             (forced != PAD_ID)[:, None], only(log_probs, forced[:, None]), restricted
         )
     return restricted
+
+
+def check_vocab_size(continues_word, log_probs):
+    """An `ArgumentError` if `continues_word` `(V,)` is known not to match the model's V."""
+    given, vocab = continues_word.shape[0], log_probs.shape[-1]
+    if None not in (given, vocab) and given != vocab:
+        raise ArgumentError(
+            f"`continues_word` has {given} entries, but the model's target vocabulary has "
+            f"{vocab} pieces. Pass the target tokenizer's `continues_word`."
+        )
 
 
 def only(log_probs, token_id):

@@ -22,6 +22,7 @@ def sample(
     prefix_ids=None,
     length_options=None,
     constraint_ids=None,
+    continues_word=None,
 ):
     """Draws each next token at random from the model's distribution.
 
@@ -48,6 +49,10 @@ def sample(
         length_options: optional `inference.LengthOptions`.
         constraint_ids: optional int `(B, C, T)`: phrases each output must
             contain (`inference.constraints`).
+        continues_word: optional bool `(V,)`, the target pieces that go on
+            with the word before them (`Tokenizer.continues_word`): with
+            `constraint_ids`, none may follow a phrase, so that phrases are
+            written as whole words.
 
     Returns:
         `(token_ids (B, max_length) int32, log_probs (B,) float32)`: the
@@ -78,6 +83,7 @@ def sample(
         None,
         length_options,
         constraint_ids,
+        continues_word,
     )
     return token_ids, log_probs
 

@@ -197,7 +197,7 @@ class Translator(tf.Module):
                 its prefix (an empty one leaves the sentence free). A prefix
                 of `max_length` tokens is the whole output, without EOS.
             constraints: optional target phrases each translation must
-                contain as one contiguous run of tokens
+                contain as one contiguous run of tokens, as whole words
                 (`inference.constraints`): per sentence a list of strings,
                 or strings `(B, C)` with `""` for none.
 
@@ -365,6 +365,7 @@ class Translator(tf.Module):
 
     def _search_ids(self, source_ids, prefix_ids=None, constraint_ids=None):
         bos, eos = self.target_tokenizer.bos_id, self.target_tokenizer.eos_id
+        continues_word = None if constraint_ids is None else self.target_tokenizer.continues_word
         if self.sample:  # n_best samples of each sentence
             if prefix_ids is not None:
                 prefix_ids = tf.repeat(prefix_ids, self.n_best, axis=0)
@@ -383,6 +384,7 @@ class Translator(tf.Module):
                 prefix_ids,
                 self.length_options,
                 constraint_ids,
+                continues_word,
             )
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             batch = tf.shape(source_ids)[0]
@@ -400,6 +402,7 @@ class Translator(tf.Module):
                 prefix_ids,
                 length_options=self.length_options,
                 constraint_ids=constraint_ids,
+                continues_word=continues_word,
             )
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             return target_ids[:, None], scores[:, None]
@@ -415,6 +418,7 @@ class Translator(tf.Module):
             n_best=self.n_best,
             length_options=self.length_options,
             constraint_ids=constraint_ids,
+            continues_word=continues_word,
         )
 
 

@@ -11,6 +11,8 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
+WORD_START = "\u2581"  # "▁", SentencePiece's mark of a piece that starts a word
+
 
 class SentencePieceTokenizer(Tokenizer):
     """A SentencePiece model (Kudo & Richardson, 2018) run in the TensorFlow graph.
@@ -121,6 +123,9 @@ class SentencePieceTokenizer(Tokenizer):
     @property
     def pieces(self):
         return list(self._pieces)
+
+    def _continues_word(self, piece):
+        return not piece.startswith(WORD_START) and piece[:1].isalnum()
 
     def _tokenize(self, strings):
         return self._sentencepiece.tokenize(strings)

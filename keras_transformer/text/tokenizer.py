@@ -9,6 +9,7 @@ the tokenizer, and are the package's (`keras_transformer.constants`).
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -21,7 +22,7 @@ class Tokenizer(tf.Module):
     """Base class: strings <-> ragged token ids, with the special ids above.
 
     Subclasses set `type_name` and `asset_file`, and implement `_tokenize`,
-    `_detokenize`, `vocab_size`, `pieces`, `write_asset`, `from_asset` and
+    `_detokenize`, `vocab_size`, `pieces`, `_continues_word`, `write_asset`, `from_asset` and
     `get_config`.
     """
 
@@ -85,6 +86,20 @@ class Tokenizer(tf.Module):
     @property
     def pieces(self):
         """The vocabulary as strings: `pieces[i]` is the piece of id `i`."""
+        raise NotImplementedError
+
+    @property
+    def continues_word(self):
+        """bool `(V,)`: True for pieces that go on with the word before them.
+
+        Such a piece is glued to the previous one without a space when
+        detokenized and starts with a letter or digit ("s" after "▁lot").
+        Punctuation written without a space (".", ",") does not continue a
+        word. Constrained decoding uses this to keep a phrase a whole word.
+        """
+        return np.array([self._continues_word(piece) for piece in self.pieces], bool)
+
+    def _continues_word(self, piece):
         raise NotImplementedError
 
     def save(self, directory):

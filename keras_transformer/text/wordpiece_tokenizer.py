@@ -83,6 +83,9 @@ class WordPieceTokenizer(Tokenizer):
     def pieces(self):
         return list(self.vocab)
 
+    def _continues_word(self, piece):
+        return piece.startswith("##") and piece[2:3].isalnum()
+
     def _tokenize(self, strings):
         if self.lower_case:
             strings = tf_text.case_fold_utf8(strings)
