@@ -14,6 +14,8 @@ import pytest
 
 from keras_transformer.cli import main
 
+pytestmark = pytest.mark.xdist_group("cli_run")
+
 TINY = [
     "data.train_limit=300",
     "data.tokens_per_batch=1024",

@@ -24,6 +24,8 @@ from markdown import PAGES, fenced_blocks
 from keras_transformer.cli.parser import parser
 from keras_transformer.datasets import numbers_corpus
 
+pytestmark = pytest.mark.xdist_group("main_job")  # one process runs the main job once
+
 PYTHON_PAGES = [page for page in PAGES if fenced_blocks(page, "python")]
 GRPC_ADDRESS = "localhost:8500"
 

@@ -16,6 +16,8 @@ from keras_transformer.export import export_translator
 from keras_transformer.export.saved_model import WARMUP_FILE
 from keras_transformer.inference import Translator
 
+pytestmark = pytest.mark.xdist_group("export")
+
 MIXED = [
     "twenty-one",
     "",

@@ -13,7 +13,10 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.xdist_group("main_job")  # one process runs the main job once
 
 
 def test_readme_main_job(main_job):
