@@ -25,3 +25,7 @@ class RunError(UserError, RuntimeError):
 
 class DamagedFileError(UserError, OSError):
     """A file that exists but cannot be read as what it should hold (truncated, overwritten)."""
+
+
+class BackendError(UserError, RuntimeError):
+    """A part of the package that runs only on TensorFlow, used under another Keras backend."""

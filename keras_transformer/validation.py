@@ -10,7 +10,22 @@ import numbers
 from keras import backend
 
 from keras_transformer.compat import in_symbolic_scope
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, BackendError
+
+
+def check_tensorflow_backend(what):
+    """A `BackendError` naming `what` unless Keras runs on TensorFlow.
+
+    The layers, `Transformer`, its loss, metrics and schedule run on every
+    Keras backend; the searches, `Translator` and the exports are TensorFlow
+    graphs (`tf.while_loop`, XLA, tokenizers in the graph).
+    """
+    if backend.backend() != "tensorflow":
+        raise BackendError(
+            f"{what} runs in TensorFlow graphs and needs Keras' TensorFlow backend, but "
+            f"Keras runs on {backend.backend()!r}: unset KERAS_BACKEND or set it to tensorflow. "
+            "The layers, Transformer, its loss, metrics and schedule work on any backend."
+        )
 
 
 def check_positive_int(name, value):

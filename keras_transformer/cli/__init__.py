@@ -28,6 +28,7 @@ import traceback
 from keras_transformer import startup
 from keras_transformer.cli.parser import parser
 from keras_transformer.errors import UserError
+from keras_transformer.validation import check_tensorflow_backend
 
 USER_ERRORS = (UserError, FileNotFoundError, FileExistsError)
 
@@ -38,6 +39,7 @@ def main(argv=None):
         sys.stderr.write(startup.captured)
     print_package_log()
     try:
+        check_tensorflow_backend("keras-transformer")
         return args.command(args) or 0
     except KeyboardInterrupt:
         print(

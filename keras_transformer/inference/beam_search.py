@@ -30,7 +30,7 @@ from keras_transformer.inference.loop import (
 from keras_transformer.inference.probabilities import MINUS_INF, check_alpha, length_penalty
 from keras_transformer.inference.rules import check_length_options, make_rules
 from keras_transformer.inference.top_k import top_k_by_blocks
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_tensorflow_backend
 
 
 class BeamState(NamedTuple):
@@ -156,6 +156,7 @@ def beam_search(
         token_ids, scores = search(source_ids)
         ```
     """
+    check_tensorflow_backend("beam_search")
     check_beam_options(max_length, beam_size, alpha, n_best)
     length_options = check_length_options(length_options, max_length)
     k = beam_size

@@ -37,7 +37,7 @@ from keras_transformer.inference.checks import (
 from keras_transformer.inference.probabilities import log_softmax_without_pad_and_bos
 from keras_transformer.inference.rules import apply_rules, check_length_options, make_rules
 from keras_transformer.models.step import Step, StepModel
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_tensorflow_backend
 
 # The shortest cache a search grows from (`cache_lengths`).
 SMALLEST_CACHE_LENGTH = 64
@@ -110,6 +110,7 @@ def token_by_token(
         `(token_ids (B, max_length), score (B,), attention (B, max_length, S))`,
         S = 0 without `attention_layer`.
     """
+    check_tensorflow_backend("Greedy search or sampling")
     check_positive_int("max_length", max_length)
     source_ids = check_source_ids(source_ids)
     length_options = check_length_options(length_options, max_length)

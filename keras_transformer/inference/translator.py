@@ -13,7 +13,7 @@ from keras_transformer.inference.probabilities import check_alpha, length_penalt
 from keras_transformer.inference.rules import LengthOptions, check_length_options
 from keras_transformer.inference.sampling import check_sampling, sample
 from keras_transformer.layers.base import arguments_of
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_positive_int, check_tensorflow_backend
 
 
 class Translator(tf.Module):
@@ -90,6 +90,7 @@ class Translator(tf.Module):
         min_length=0,
         no_repeat_ngram_size=0,
     ):
+        check_tensorflow_backend("Translator")
         super().__init__(name="translator")
         for name, value in [
             ("max_length", max_length),

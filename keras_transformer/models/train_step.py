@@ -9,6 +9,9 @@ also run a batch in slices for one update (gradient accumulation that
 works under any `tf.distribute` strategy).
 
 `PackedTraining` gives a model this step and `compile(micro_batches=N)`.
+The step is written for the TensorFlow backend; on the others (JAX,
+PyTorch) the model trains with Keras' own step, on the full `(B, T, V)`
+logits with padding masked out, which gives the same loss.
 """
 
 import keras
@@ -16,6 +19,7 @@ import tensorflow as tf
 
 from keras_transformer import compat
 from keras_transformer.constants import PAD_ID
+from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import check_positive_int
 
 
@@ -47,6 +51,12 @@ class PackedTraining:
                 strategy. Defaults to 1.
         """
         check_positive_int("micro_batches", micro_batches)
+        if micro_batches > 1 and keras.backend.backend() != "tensorflow":
+            raise ArgumentError(
+                "`micro_batches` needs the TensorFlow backend, whose training step the "
+                f"model uses. Received: micro_batches={micro_batches} with the "
+                f"{keras.backend.backend()!r} backend"
+            )
         super().compile(*args, **kwargs)
         self.micro_batches = micro_batches
 
@@ -60,7 +70,10 @@ class PackedTraining:
         if self.built:
             self.optimizer.build(self.trainable_variables)
 
-    def train_step(self, data):
+    def train_step(self, *args):
+        if keras.backend.backend() != "tensorflow":  # JAX's step also takes the state
+            return super().train_step(*args)
+        (data,) = args
         return train_step(self, data, self.micro_batches)
 
 

@@ -1,0 +1,111 @@
+"""The layers and the Transformer on Keras' JAX backend, against TensorFlow's.
+
+Keras picks its backend when it is first imported, so the JAX side runs in a
+process of its own (`KERAS_BACKEND=jax`), and this one is TensorFlow's. A
+model saved here loads there and gives the same logits; it trains there with
+the package's loss, metrics and schedule; what it saves there loads here and
+gives its logits; and the TensorFlow-only parts refuse it with a clear error.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+import keras_transformer as kt
+
+pytest.importorskip("jax")
+
+JAX_SIDE = textwrap.dedent(
+    """
+    import json, os, sys
+
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer.errors import BackendError
+
+    directory = sys.argv[1]
+    batch = np.load(os.path.join(directory, "batch.npz"))
+    x, y = (batch["source"], batch["target_in"]), batch["target_out"]
+    model = keras.models.load_model(os.path.join(directory, "tensorflow.keras"))
+    np.save(os.path.join(directory, "jax_logits.npy"), np.asarray(model(x)))
+    keras.utils.set_random_seed(0)
+    model.compile(
+        optimizer=kt.transformer_optimizer(32, warmup_steps=4),
+        loss=kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+        metrics=[kt.MaskedAccuracy()],
+    )
+    history = model.fit(x, y, batch_size=4, epochs=6, shuffle=False, verbose=0)
+    model.save(os.path.join(directory, "jax.keras"))
+    np.save(os.path.join(directory, "jax_trained_logits.npy"), np.asarray(model(x)))
+    errors = []
+    for refused in [
+        lambda: kt.Translator(model, None, None),
+        lambda: kt.inference.greedy_search(model, batch["source"], 2, 3),
+        lambda: model.compile(loss="mse", micro_batches=2),
+    ]:
+        try:
+            refused()
+        except (BackendError, ValueError) as error:
+            errors.append(str(error))
+    print(json.dumps({"backend": keras.backend.backend(), "errors": errors, **history.history}))
+    """
+)
+CLI_SIDE = "import sys; from keras_transformer.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def on_jax(*args):
+    """`python *args` with `KERAS_BACKEND=jax`."""
+    return subprocess.run(
+        [sys.executable, *args],
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_command_line_refuses_another_backend_in_one_line(tmp_path):
+    done = on_jax("-c", CLI_SIDE, "train", "--run-dir", str(tmp_path / "run"))
+    assert done.returncode == 2, done.stderr[-3000:]
+    last_line = done.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("error: keras-transformer runs in TensorFlow graphs"), last_line
+    assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_transformer_moves_between_tensorflow_and_jax(tmp_path):
+    keras.utils.set_random_seed(1)
+    model = kt.Transformer(2, 32, 4, 64, 40, 50, dropout_rate=0.1)
+    rng = np.random.default_rng(0)
+    source = rng.integers(4, 40, (8, 7)).astype("int32")
+    target = rng.integers(4, 50, (8, 7)).astype("int32")
+    source[:, 5:], target[::2, 4:] = 0, 0  # padding, which the masks must hide
+    x, y = (source, target[:, :-1]), target[:, 1:]
+    np.savez(tmp_path / "batch.npz", source=source, target_in=x[1], target_out=y)
+    expected = np.asarray(model(x))
+    model.save(tmp_path / "tensorflow.keras")
+
+    done = on_jax("-c", JAX_SIDE, str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["backend"] == "jax"
+    np.testing.assert_allclose(np.load(tmp_path / "jax_logits.npy"), expected, atol=1e-5)
+    losses = report["loss"]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.5, losses
+    assert report["masked_accuracy"][-1] > report["masked_accuracy"][0]
+
+    trained = keras.models.load_model(tmp_path / "jax.keras")
+    np.testing.assert_allclose(
+        np.asarray(trained(x)), np.load(tmp_path / "jax_trained_logits.npy"), atol=1e-5
+    )
+    translator, greedy, micro_batches = report["errors"]
+    assert "Translator runs in TensorFlow graphs" in translator and "'jax'" in translator
+    assert "Greedy search or sampling runs in TensorFlow graphs" in greedy
+    assert "`micro_batches` needs the TensorFlow backend" in micro_batches
