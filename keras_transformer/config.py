@@ -101,7 +101,13 @@ DEFAULTS = {
         # a killed run then loses at most N steps
         "backup_every_steps": 0,
         "keep_checkpoints": 5,
+        # false | bfloat16 | float16 (true stands for bfloat16): float16 scales the
+        # loss dynamically (keras.optimizers.LossScaleOptimizer) so that small
+        # gradients do not vanish, and skips the updates whose gradients overflow
         "mixed_precision": False,
+        # XLA for the training step: auto (Keras' choice: on with an accelerator and
+        # no tf.distribute strategy, off on CPUs) | true | false
+        "jit_compile": "auto",
         # auto | one_device | mirrored (train.devices local replicas) | multi_worker
         # (the cluster in TF_CONFIG); auto picks multi_worker when TF_CONFIG names
         # more than one task
@@ -157,6 +163,12 @@ POSITIVE = Rule((float,), "a number > 0", lambda v: v > 0)
 RATE = Rule((float,), "a number in [0, 1)", lambda v: 0 <= v < 1)
 NUMBER = Rule((float,), "a finite number", math.isfinite)
 FLAG = Rule((bool,), "true or false")
+# train.mixed_precision -> the Keras dtype policy it trains under
+MIXED_PRECISION_POLICIES = {
+    True: "mixed_bfloat16",
+    "bfloat16": "mixed_bfloat16",
+    "float16": "mixed_float16",
+}
 
 RULES = {
     "data": {
@@ -202,7 +214,14 @@ RULES = {
         "patience": COUNT,
         "backup_every_steps": COUNT,
         "keep_checkpoints": POSITIVE_INT,
-        "mixed_precision": FLAG,
+        "mixed_precision": Rule(
+            (object,),
+            "false, true (bfloat16), bfloat16 or float16",
+            lambda v: v is False or v is True or v in ("bfloat16", "float16"),
+        ),
+        "jit_compile": Rule(
+            (object,), "auto, true or false", lambda v: v is True or v is False or v == "auto"
+        ),
         "strategy": one_of(*STRATEGIES),
         "devices": POSITIVE_INT,
         "seed": COUNT,

@@ -74,6 +74,9 @@ def test_decoding_defaults_are_the_same_everywhere():
         ("train.backup_every_steps=-1", "'train.backup_every_steps' must be an integer >= 0"),
         ("train.epochs=true", "'train.epochs' must be of type int"),
         ("train.learning_rate_scale=0", "'train.learning_rate_scale' must be a number > 0"),
+        ("train.mixed_precision=half", "'train.mixed_precision' must be false, true (bfloat16),"),
+        ("train.mixed_precision=1", "'train.mixed_precision' must be false, true (bfloat16),"),
+        ("train.jit_compile=sometimes", "'train.jit_compile' must be auto, true or false"),
         ("decode.beam_size=0", "'decode.beam_size' must be a positive integer"),
         ("decode.alpha=.nan", "'decode.alpha' must be a finite number"),
     ],
@@ -82,6 +85,12 @@ def test_bad_values_name_the_key_and_what_it_takes(override, message):
     with pytest.raises(cfg.ConfigError) as error:
         cfg.load_config(overrides=[override])
     assert message in str(error.value) and "Received:" in str(error.value)
+
+
+def test_mixed_precision_names_the_policy_it_trains_under():
+    for value, policy in [("true", "mixed_bfloat16"), ("float16", "mixed_float16")]:
+        config = cfg.load_config(overrides=[f"train.mixed_precision={value}"])
+        assert cfg.MIXED_PRECISION_POLICIES[config["train"]["mixed_precision"]] == policy
 
 
 def test_numbers_are_read_as_written():

@@ -320,3 +320,84 @@ def test_logits_at_real_tokens_train_as_keras_own_step_on_all_logits():
             np.testing.assert_allclose(a, b, atol=1e-5)
     for key in ("loss", "masked_accuracy"):
         np.testing.assert_allclose(histories[0][key], histories[1][key], rtol=1e-5)
+
+
+def small_batches():
+    """`(x, y)`: 16 rows of a 40-token vocabulary with uneven padding."""
+    rng = np.random.default_rng(3)
+    source = rng.integers(4, 40, (16, 7)).astype("int32")
+    target = rng.integers(4, 40, (16, 9)).astype("int32")
+    for row in range(16):
+        target[row, 3 + row % 6 :] = 0
+        source[row, 2 + row % 5 :] = 0
+    return (source, target[:, :-1]), target[:, 1:]
+
+
+class StepWatch(keras.callbacks.Callback):
+    """Per update: the loss, the loss scale (if any), and the weights."""
+
+    def on_train_begin(self, logs=None):
+        self.loss, self.scale, self.weights = [], [], [self.model.get_weights()]
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.loss.append(logs["loss"])
+        self.scale.append(float(getattr(self.model.optimizer, "dynamic_scale", 0.0)))
+        self.weights.append(self.model.get_weights())
+
+
+def train_small(policy="float32", optimizer=None, **compile_options):
+    """A StepWatch of 16 updates of a small Transformer under the dtype `policy`."""
+    from keras_transformer.training.compile import compile_model
+
+    x, y = small_batches()
+    keras.config.set_dtype_policy(policy)
+    try:
+        keras.utils.set_random_seed(0)
+        model = kt.Transformer(1, 32, 4, 64, 40, 40, dropout_rate=0.0)
+        model(x)  # the weights, before the first update
+        compile_model(model, warmup_steps=4, **compile_options)
+        if optimizer is not None:
+            model.compile(optimizer=optimizer(), loss=model.loss, metrics=[kt.MaskedAccuracy()])
+        watch = StepWatch()
+        model.fit(x, y, batch_size=4, epochs=4, shuffle=False, verbose=0, callbacks=[watch])
+    finally:
+        keras.config.set_dtype_policy("float32")
+    return watch
+
+
+@pytest.fixture(scope="module")
+def float32_run():
+    return train_small()
+
+
+def test_float16_training_scales_its_loss_and_skips_the_updates_that_overflow(float32_run):
+    half = train_small("mixed_float16")
+    np.testing.assert_allclose(half.loss, float32_run.loss, rtol=2e-2)  # falls as float32's does
+    assert half.scale[0] == 2.0**15  # Keras' LossScaleOptimizer, used by the package's step
+
+    # A scale far too large: the first updates overflow in float16 and are skipped while
+    # it halves; after 3 finite updates in a row it doubles.
+    scaled = train_small(
+        "mixed_float16",
+        optimizer=lambda: keras.optimizers.LossScaleOptimizer(
+            kt.transformer_optimizer(32, warmup_steps=4), 2.0**24, dynamic_growth_steps=3
+        ),
+    )
+    scales = np.array([2.0**24] + scaled.scale)
+    halved = scales[1:] < scales[:-1]
+    assert halved[0] and 2 <= halved.sum() <= 12 and (scales[1:] > scales[:-1]).any(), scales
+    first_applied = np.flatnonzero(~halved)[0]  # where the schedule's rate is still 0
+    for step, weights in enumerate(scaled.weights[1:]):
+        assert all(np.isfinite(w).all() for w in weights), step
+        before = scaled.weights[step]
+        unchanged = all(np.array_equal(a, b) for a, b in zip(weights, before, strict=True))
+        assert unchanged == (halved[step] or step == first_applied), step  # overflows: nothing
+    assert scaled.loss[-1] < scaled.loss[halved.sum()]
+
+
+def test_the_training_step_under_xla_gives_the_loss_it_gives_without(float32_run):
+    with_xla, without = train_small(jit_compile=True), float32_run
+    assert with_xla.model.jit_compile and not without.model.jit_compile
+    np.testing.assert_allclose(with_xla.loss, without.loss, rtol=1e-4)
+    x, _ = small_batches()
+    np.testing.assert_allclose(with_xla.model(x), without.model(x), atol=1e-4)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import keras
 import numpy as np
 
+from keras_transformer.config import MIXED_PRECISION_POLICIES
 from keras_transformer.models import Transformer
 from keras_transformer.run.data import (
     corpus_split,
@@ -53,6 +54,7 @@ def compile_from_config(model, t):
         learning_rate_scale=t["learning_rate_scale"],
         label_smoothing=t["label_smoothing"],
         micro_batches=t["micro_batches"],
+        jit_compile=t["jit_compile"],
     )
 
 
@@ -98,7 +100,7 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     t = config["train"]
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
-        keras.config.set_dtype_policy("mixed_bfloat16")
+        keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[t["mixed_precision"]])
     train_data, val_data, tokenizers = prepare_data(place, config)
     model, backup, initial_epoch = prepare_model(place, config, tokenizers)
     history = model.fit(

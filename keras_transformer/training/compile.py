@@ -6,7 +6,12 @@ from keras_transformer.training.optimizers import transformer_optimizer
 
 
 def compile_model(
-    model, warmup_steps=4000, learning_rate_scale=1.0, label_smoothing=0.1, micro_batches=1
+    model,
+    warmup_steps=4000,
+    learning_rate_scale=1.0,
+    label_smoothing=0.1,
+    micro_batches=1,
+    jit_compile="auto",
 ):
     """Compiles `model` with the paper's optimizer, the masked loss and accuracy.
 
@@ -18,6 +23,14 @@ def compile_model(
         label_smoothing: epsilon of the label-smoothed loss. Defaults to 0.1.
         micro_batches: the slices each training batch is cut into for one
             update (`Transformer.compile`). Defaults to 1.
+        jit_compile: XLA for the training step: True, False, or "auto"
+            (Keras' choice: on with an accelerator and no `tf.distribute`
+            strategy). Defaults to "auto".
+
+    Under a `mixed_float16` dtype policy, Keras wraps the optimizer in a
+    `LossScaleOptimizer`, which the training step uses: the loss is scaled
+    before the gradient, and an update whose gradients are not finite is
+    skipped while the scale halves.
 
     Examples:
         ```python
@@ -29,4 +42,5 @@ def compile_model(
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedAccuracy()],
         micro_batches=micro_batches,
+        jit_compile=jit_compile,
     )
