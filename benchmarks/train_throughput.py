@@ -34,8 +34,16 @@ the backward pass), and the machine's float32 matmul peak is measured in the
 same run (the best of 20 products of two 2048 x 2048 matrices); `mfu` is the
 package's FLOP/s over that peak.
 
+Other Keras backends: `--backend jax` also trains the package's model on the
+same batches under `KERAS_BACKEND=jax`, in a process of its own started after
+the TensorFlow rounds (Keras picks its backend at import), with the same
+optimizer, loss, metric, rounds and steps; JAX's `fit` compiles its step with
+XLA whatever `--jit-compile` says. It prints JAX's tokens/s and MFU beside
+TensorFlow's and adds `jax_tok_s`, `jax_mfu` and `jax_over_tensorflow` to the
+JSON line.
+
 Usage:
-    python benchmarks/train_throughput.py [--rounds 5] [--steps 10]
+    python benchmarks/train_throughput.py [--rounds 5] [--steps 10] [--backend jax]
 
 The last line printed is one JSON object with the figures.
 """
@@ -44,6 +52,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -160,6 +169,39 @@ def time_steps(model, dataset, steps):
     return timer.seconds
 
 
+def package_model():
+    """The package's Transformer of `CONFIG`, compiled with its own loss and metric."""
+    return compile_model(
+        kt.Transformer(**CONFIG, input_vocab_size=VOCAB, target_vocab_size=VOCAB),
+        kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+        kt.MaskedAccuracy(),
+    )
+
+
+def other_backend_seconds(backend):
+    """Step seconds of the package's model trained under `backend`, in a new process."""
+    env = {**os.environ, "KERAS_BACKEND": backend}
+    args = [sys.executable, __file__, "--rounds", str(ARGS.rounds), "--steps", str(ARGS.steps)]
+    done = subprocess.run(
+        [*args, "--package-only"], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the {backend} run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])["seconds"]
+
+
+def package_only():
+    """Trains only the package's model (under whatever KERAS_BACKEND says) and prints
+    its step seconds as JSON."""
+    keras.utils.set_random_seed(0)
+    model, dataset = package_model(), make_dataset(make_batches(8))
+    time_steps(model, dataset, 2)  # traces and compiles
+    seconds = []
+    for _ in range(ARGS.rounds):
+        seconds += time_steps(model, dataset, ARGS.steps)
+    print(json.dumps({"backend": keras.backend.backend(), "seconds": seconds}))
+
+
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -170,6 +212,13 @@ def parse_args():
         type=lambda s: {"true": True, "false": False}.get(s.lower(), s),
         help="passed to model.compile for both models: auto, true or false",
     )
+    parser.add_argument(
+        "--backend",
+        choices=["tensorflow", "jax"],
+        default="tensorflow",
+        help="also train the package's model under this Keras backend (jax)",
+    )
+    parser.add_argument("--package-only", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -181,11 +230,7 @@ def main():
     dataset = make_dataset(batches)
 
     models = {
-        "package": compile_model(
-            kt.Transformer(**CONFIG, input_vocab_size=VOCAB, target_vocab_size=VOCAB),
-            kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
-            kt.MaskedAccuracy(),
-        ),
+        "package": package_model(),
         "package_attention_dropout": compile_model(
             kt.Transformer(
                 **CONFIG,
@@ -249,6 +294,8 @@ def main():
             )
         )
 
+    if ARGS.backend != "tensorflow":
+        seconds[ARGS.backend] = other_backend_seconds(ARGS.backend)
     tok_s = {name: real_tokens_per_batch / statistics.median(s) for name, s in seconds.items()}
     mfu = {name: flops / statistics.median(s) / peak for name, s in seconds.items()}
     peers = [name for name in ("reference", "kerashub") if name in tok_s]
@@ -260,6 +307,16 @@ def main():
         print(f"{name:26s} {value:,.0f} target tokens/s, MFU {mfu[name]:.1%}")
     print(f"package / fastest peer ({fastest_peer}) {tok_s['package'] / tok_s[fastest_peer]:.2f}x")
     print(f"bf16 / float32 {tok_s['bf16'] / tok_s['package']:.2f}x")
+    other = {}
+    if ARGS.backend != "tensorflow":
+        name = ARGS.backend
+        over = tok_s[name] / tok_s["package"]
+        print(f"{name} / tensorflow (the package's model) {over:.2f}x")
+        other = {
+            f"{name}_tok_s": round(tok_s[name], 1),
+            f"{name}_mfu": round(mfu[name], 3),
+            f"{name}_over_tensorflow": round(over, 3),
+        }
     print(f"ratio (package defaults / reference)          {ratio:.2f}x")
     print(f"ratio (package + attention dropout / reference) {ratio_attention_dropout:.2f}x")
     print(
@@ -285,6 +342,7 @@ def main():
                 "rounds": ARGS.rounds,
                 "steps_per_round": ARGS.steps,
                 "jit_compile": str(ARGS.jit_compile),
+                **other,
             }
         )
     )
@@ -292,4 +350,7 @@ def main():
 
 if __name__ == "__main__":
     ARGS = parse_args()
-    main()
+    if ARGS.package_only:
+        package_only()
+    else:
+        main()
