@@ -36,7 +36,19 @@ model, tokenizer, EOS and `decode.max_length`; batches of 64 sources sorted
 by length, as `evaluate` makes them), so outputs end where the model ends
 them; it also counts the sentences on which the two versions differ.
 
+`--run-dir` without `--baseline` decodes a trained run's split (`--split`,
+default its test split; `--checkpoint`) with what users run: the package's
+`Translator` greedy and beam 4 (XLA, the run's decoding options) beside
+CTranslate2 float32 and int8 of the same run (`export_ctranslate2`, greedy and
+beam 4, `--ct2-threads`), every engine on the same sentences in batches of 64,
+tokenization included, timed in turn for `--rounds` rounds after a warm-up; it
+prints sentences/s, target tokens/s (the output's target pieces) and the share
+of sentences each engine translates as the package's search of the same beam
+size does. Its JSON line holds `greedy_over_ct2_int8` and
+`beam4_over_ct2_int8`: the package's sentences/s over CTranslate2 int8's.
+
     python benchmarks/decode_speed.py --rounds 5 [--baseline 6d8072f [--run-dir runs/x]]
+    python benchmarks/decode_speed.py --run-dir runs/x [--split val] [--checkpoint averaged]
 """
 
 import argparse
@@ -260,6 +272,51 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
     return ratios, differ, round(beam4_cost, 2)
 
 
+def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads):
+    """Sentences/s, target tokens/s and agreement of the package and CTranslate2 on a run."""
+    from keras_transformer import run
+    from keras_transformer.export import CTranslate2Translator, export_ctranslate2
+    from keras_transformer.inference import translate_lines
+
+    (greedy, beam), config = run.translators(run_dir, checkpoint, [1, 4])
+    split = split or config["data"]["test_split"]
+    sources = corpus_split(config["data"], split).sources
+    engines = {
+        "package greedy": lambda s: translate_lines(greedy, s, 64),
+        "package beam4": lambda s: translate_lines(beam, s, 64),
+    }
+    folder = tempfile.mkdtemp(prefix="ct2_")
+    for weights in ("float32", "int8"):
+        directory = os.path.join(folder, weights)
+        export_ctranslate2(beam, directory, quantization=None if weights == "float32" else weights)
+        for size, name in ((1, "greedy"), (4, "beam4")):
+            engine = CTranslate2Translator(directory, beam_size=size, intra_threads=threads)
+            engines[f"ct2 {weights} {name}"] = lambda s, e=engine: e(s, 64)
+    outputs = {name: translate(sources) for name, translate in engines.items()}  # warm-up
+    seconds = {name: [] for name in engines}
+    for _ in range(rounds):
+        for name, translate in engines.items():
+            start = time.perf_counter()
+            translate(sources)
+            seconds[name].append(time.perf_counter() - start)
+    result = {"run_dir": run_dir, "split": split, "sentences": len(sources), "rounds": rounds}
+    print(f"{split}: {len(sources)} sentences, CTranslate2 with {threads} thread(s)")
+    for name, output in outputs.items():
+        rate = len(sources) / statistics.median(seconds[name])
+        tokens = int(greedy.target_tokenizer.tokenize(tf.constant(output)).flat_values.shape[0])
+        search = name.split()[-1]
+        reference = outputs[f"package {search}"]
+        same = np.mean([a == b for a, b in zip(output, reference, strict=True)])
+        tokens_s = tokens * rate / len(sources)
+        print(f"{name:20s} {rate:8.1f} sentences/s {tokens_s:9.0f} tokens/s, same {same:.1%}")
+        key = name.replace(" ", "_")
+        result.update({f"{key}_sent_s": round(rate, 2), f"{key}_same": round(float(same), 4)})
+    for search in ("greedy", "beam4"):
+        ratio = result[f"package_{search}_sent_s"] / result[f"ct2_int8_{search}_sent_s"]
+        result[f"{search}_over_ct2_int8"] = round(ratio, 3)
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -267,11 +324,17 @@ def main():
     parser.add_argument("--source-length", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--baseline", help="a git revision whose searches to compare with")
-    parser.add_argument("--run-dir", help="with --baseline: decode this run's test split")
+    parser.add_argument("--run-dir", help="decode this trained run (see above)")
+    parser.add_argument("--split", help="with --run-dir alone: default the run's test split")
+    parser.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
     parser.add_argument("--ct2-threads", type=int, default=1, help="CTranslate2 intra_threads")
     args = parser.parse_args()
     if args.run_dir and not args.baseline:
-        parser.error("--run-dir goes with --baseline")
+        result = compare_with_ctranslate2(
+            args.run_dir, args.split, args.checkpoint, args.rounds, args.ct2_threads
+        )
+        print(json.dumps(result))
+        return
 
     keras.utils.set_random_seed(0)
     vocab = 8000
