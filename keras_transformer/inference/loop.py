@@ -122,9 +122,9 @@ def token_by_token(
         max_length,
         eos_id,
         length_options,
-        rows_per_sentence=None,  # one hypothesis per sentence, phrases inserted eagerly
         constraint_ids=constraint_ids,
         continues_word=check_continues_word(continues_word),
+        eager_phrases=True,  # one hypothesis per sentence
     )
     state = model.encode(source_ids)
     batch = tf.shape(source_ids)[0]

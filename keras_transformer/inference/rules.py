@@ -132,6 +132,7 @@ def make_rules(
     rows_per_sentence=1,
     constraint_ids=None,
     continues_word=None,
+    eager_phrases=False,
 ):
     """The `Rules` of a search over `source_ids` `(B, S)`, `rows_per_sentence` rows each.
 
@@ -146,11 +147,11 @@ def make_rules(
         max_length: most tokens of an output, EOS included.
         eos_id: id that ends an output.
         options: `LengthOptions` (checked).
-        rows_per_sentence: hypotheses per sentence (beam search's k), or
-            None for one per sentence in a search that inserts phrases
-            eagerly (`Rules.eager_phrases`).
+        rows_per_sentence: hypotheses per sentence (beam search's k).
         constraint_ids: int32 `(B, C, T)` from `check_constraint_ids`, or None.
         continues_word: bool `(V,)` from `check_continues_word`, or None.
+        eager_phrases: `Rules.eager_phrases`, for searches of one hypothesis
+            per sentence.
     """
     source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)  # (B,)
     b = max_length if options.max_length_b is None else options.max_length_b
@@ -165,7 +166,7 @@ def make_rules(
     limits = tf.where(empty, 0, limits)
     limits = tf.clip_by_value(tf.maximum(limits, forced_length + 1), 1, max_length)  # (B,)
     must_end = (limits < max_length) | empty
-    if rows_per_sentence is not None and rows_per_sentence > 1:
+    if rows_per_sentence > 1:
         limits, must_end, prefix_ids, constraint_ids = (
             None if t is None else tf.repeat(t, rows_per_sentence, axis=0)
             for t in (limits, must_end, prefix_ids, constraint_ids)
@@ -179,7 +180,7 @@ def make_rules(
         options.no_repeat_ngram_size,
         constraint_ids,
         continues_word,
-        eager_phrases=rows_per_sentence is None,
+        eager_phrases,
     )
 
 
@@ -208,7 +209,7 @@ def apply_rules(log_probs, step, rules, tokens=None):
     if rules.phrase_ids is not None:
         lengths = phrase_lengths(rules.phrase_ids)
         progress = progress_of(rules.phrase_ids, lengths, tokens, step)
-        most_likely = tf.argmax(restricted, axis=-1, output_type=tf.int32)  # (N,)
+        before_phrases = restricted
         if rules.continues_word is not None:
             check_vocab_size(rules.continues_word, log_probs)
             glued = ends_with_phrase(progress, lengths)[:, None] & rules.continues_word[None, :]
@@ -228,6 +229,7 @@ def apply_rules(log_probs, step, rules, tokens=None):
         way_out = tf.where(progress.all_met, rules.eos_id, first_furthest)[:, None]
         if rules.eager_phrases:
             started = tf.reduce_any(furthest & (progress.progress > 0), axis=1)  # (N,)
+            most_likely = tf.argmax(before_phrases, axis=-1, output_type=tf.int32)  # (N,)
             eager = ~progress.all_met & (started | (most_likely == rules.eos_id))
             restricted = tf.where(eager[:, None], only(log_probs, way_out), restricted)
     if rules.min_length > 0 or rules.no_repeat_ngram_size > 0 or rules.phrase_ids is not None:
