@@ -34,6 +34,10 @@ the backward pass), and the machine's float32 matmul peak is measured in the
 same run (the best of 20 products of two 2048 x 2048 matrices); `mfu` is the
 package's FLOP/s over that peak.
 
+R-Drop: `--r-drop ALPHA` also trains the package's model compiled with
+`r_drop=ALPHA` (each batch twice, stacked) and prints `r_drop_cost`, the
+package's tokens/s over that model's: the cost of a step with R-Drop.
+
 Other Keras backends: `--backend jax` also trains the package's model on the
 same batches under `KERAS_BACKEND=jax`, in a process of its own started after
 the TensorFlow rounds (Keras picks its backend at import), with the same
@@ -43,7 +47,7 @@ TensorFlow's and adds `jax_tok_s`, `jax_mfu` and `jax_over_tensorflow` to the
 JSON line.
 
 Usage:
-    python benchmarks/train_throughput.py [--rounds 5] [--steps 10] [--backend jax]
+    python benchmarks/train_throughput.py [--rounds 5] [--steps 10] [--backend jax] [--r-drop 5]
 
 The last line printed is one JSON object with the figures.
 """
@@ -137,12 +141,13 @@ def make_dataset(batches):
     return dataset.cache().repeat().prefetch(tf.data.AUTOTUNE)
 
 
-def compile_model(model, loss, metric):
+def compile_model(model, loss, metric, **options):
     model.compile(
         optimizer=kt.transformer_optimizer(CONFIG["d_model"]),
         loss=loss,
         metrics=[metric],
         jit_compile=ARGS.jit_compile,
+        **options,
     )
     return model
 
@@ -218,6 +223,12 @@ def parse_args():
         default="tensorflow",
         help="also train the package's model under this Keras backend (jax)",
     )
+    parser.add_argument(
+        "--r-drop",
+        type=float,
+        default=0.0,
+        help="also train the package's model with R-Drop of this alpha (compile(r_drop=))",
+    )
     parser.add_argument("--package-only", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -259,6 +270,13 @@ def main():
             masked_accuracy,
         ),
     }
+    if ARGS.r_drop:
+        models["package_r_drop"] = compile_model(
+            kt.Transformer(**CONFIG, input_vocab_size=VOCAB, target_vocab_size=VOCAB),
+            kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.1),
+            kt.MaskedAccuracy(),
+            r_drop=ARGS.r_drop,
+        )
     try:
         from kerashub_model import kerashub_transformer
 
@@ -308,11 +326,15 @@ def main():
     print(f"package / fastest peer ({fastest_peer}) {tok_s['package'] / tok_s[fastest_peer]:.2f}x")
     print(f"bf16 / float32 {tok_s['bf16'] / tok_s['package']:.2f}x")
     other = {}
+    if ARGS.r_drop:
+        cost = tok_s["package"] / tok_s["package_r_drop"]
+        print(f"R-Drop step cost (package / package with r_drop={ARGS.r_drop:g}) {cost:.2f}x")
+        other["r_drop_cost"] = round(cost, 3)
     if ARGS.backend != "tensorflow":
         name = ARGS.backend
         over = tok_s[name] / tok_s["package"]
         print(f"{name} / tensorflow (the package's model) {over:.2f}x")
-        other = {
+        other |= {
             f"{name}_tok_s": round(tok_s[name], 1),
             f"{name}_mfu": round(mfu[name], 3),
             f"{name}_over_tensorflow": round(over, 3),

@@ -84,6 +84,13 @@ DEFAULTS = {
         "vocab_size": 500,
         "shared": True,  # one vocabulary for both languages
         "sample_size": 2_000_000,  # sentences drawn from the training data to train it on
+        # subword regularization (SentencePiece only): null tokenizes the training pairs
+        # once, with the best segmentation; a number samples a new segmentation of each
+        # sentence every epoch, with this alpha (unigram: smoothing, 0.1-0.5; BPE: the
+        # dropout of each merge, 0.1), among the `sampling_nbest_size` best (-1: all).
+        # Validation, evaluation and decoding always use the best segmentation.
+        "sampling_alpha": None,
+        "sampling_nbest_size": -1,
     },
     # shared_embeddings: null (separate) | output (target embedding = pre-softmax
     # projection) | all
@@ -96,6 +103,10 @@ DEFAULTS = {
         # that run forward and backward one at a time, for one update; any strategy
         "micro_batches": 1,
         "label_smoothing": 0.1,
+        # R-Drop's alpha (0: off): each batch runs twice with different dropout, and
+        # alpha/2 times the symmetric KL between the two predictions joins the loss;
+        # a step costs about twice as much
+        "r_drop": 0.0,
         "patience": 3,
         # also back up the training state every N optimizer steps (0: at epoch ends only);
         # a killed run then loses at most N steps
@@ -162,6 +173,7 @@ COUNT = Rule((int,), "an integer >= 0", lambda v: v >= 0)
 POSITIVE = Rule((float,), "a number > 0", lambda v: v > 0)
 RATE = Rule((float,), "a number in [0, 1)", lambda v: 0 <= v < 1)
 NUMBER = Rule((float,), "a finite number", math.isfinite)
+NON_NEGATIVE = Rule((float,), "a finite number >= 0", lambda v: 0 <= v < math.inf)
 FLAG = Rule((bool,), "true or false")
 # train.mixed_precision -> the Keras dtype policy it trains under
 MIXED_PRECISION_POLICIES = {
@@ -191,6 +203,8 @@ RULES = {
         "vocab_size": POSITIVE_INT,
         "shared": FLAG,
         "sample_size": POSITIVE_INT,
+        "sampling_alpha": optional(NON_NEGATIVE),
+        "sampling_nbest_size": Rule((int,), "-1 or an integer > 1", lambda v: v == -1 or v > 1),
     },
     "model": {
         "num_layers": POSITIVE_INT,
@@ -211,6 +225,7 @@ RULES = {
         "learning_rate_scale": POSITIVE,
         "micro_batches": POSITIVE_INT,
         "label_smoothing": RATE,
+        "r_drop": NON_NEGATIVE,
         "patience": COUNT,
         "backup_every_steps": COUNT,
         "keep_checkpoints": POSITIVE_INT,
@@ -230,7 +245,7 @@ RULES = {
         "beam_size": POSITIVE_INT,
         "alpha": NUMBER,
         "max_length": POSITIVE_INT,
-        "max_length_a": Rule((float,), "a finite number >= 0", lambda v: 0 <= v < math.inf),
+        "max_length_a": NON_NEGATIVE,
         "max_length_b": optional(Rule((int,), "an integer")),
         "min_length": COUNT,
         "no_repeat_ngram_size": COUNT,

@@ -5,6 +5,7 @@ argument and the value it received, in the form Keras itself uses:
 "`num_heads` must be a positive integer. Received: num_heads=0".
 """
 
+import math
 import numbers
 
 from keras import backend
@@ -32,6 +33,12 @@ def check_positive_int(name, value):
     """Raises unless `value` is an integer > 0 (booleans are not integers)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise ArgumentError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+
+
+def check_non_negative(name, value):
+    """Raises unless `value` is a finite number >= 0 (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+        raise ArgumentError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
 
 
 def check_rate(name, value):

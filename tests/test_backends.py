@@ -50,6 +50,7 @@ JAX_SIDE = textwrap.dedent(
         lambda: kt.Translator(model, None, None),
         lambda: kt.inference.greedy_search(model, batch["source"], 2, 3),
         lambda: model.compile(loss="mse", micro_batches=2),
+        lambda: model.compile(loss="mse", r_drop=5.0),
     ]:
         try:
             refused()
@@ -105,7 +106,8 @@ def test_a_transformer_moves_between_tensorflow_and_jax(tmp_path):
     np.testing.assert_allclose(
         np.asarray(trained(x)), np.load(tmp_path / "jax_trained_logits.npy"), atol=1e-5
     )
-    translator, greedy, micro_batches = report["errors"]
+    translator, greedy, micro_batches, r_drop = report["errors"]
     assert "Translator runs in TensorFlow graphs" in translator and "'jax'" in translator
     assert "Greedy search or sampling runs in TensorFlow graphs" in greedy
     assert "`micro_batches` needs the TensorFlow backend" in micro_batches
+    assert "`r_drop` needs the TensorFlow backend" in r_drop and "r_drop=5.0" in r_drop

@@ -2,9 +2,17 @@ import collections
 
 import numpy as np
 import pytest
+import sentencepiece
+import tensorflow as tf
 
-from keras_transformer.datasets import ParallelCorpus
-from keras_transformer.text import SentencePieceTokenizer, make_batches, padding_fraction
+from keras_transformer.datasets import ParallelCorpus, numbers_corpus
+from keras_transformer.run.data import training_and_validation_batches
+from keras_transformer.text import (
+    SentencePieceTokenizer,
+    WordPieceTokenizer,
+    make_batches,
+    padding_fraction,
+)
 
 WORDS = "one two three four five six seven eight nine ten".split()
 
@@ -143,3 +151,85 @@ def test_worker_shares_are_disjoint_equal_and_leave_out_only_the_last_batches(to
     assert batch_rows(worker_batches().shard(1, 0)) == whole
     with pytest.raises(ValueError, match=r"`index` must be in \[0, 2\)"):
         worker_batches().shard(2, 2)
+
+
+@pytest.fixture
+def number_words():
+    """`(tokenizer, pairs)`: German and English number words, which split many ways."""
+    pairs = numbers_corpus("train", "de", "en")[:800]
+    return SentencePieceTokenizer.train(pairs.sources + pairs.targets, vocab_size=200), pairs
+
+
+def texts(tokenizer, examples):
+    """The source and target text of each `rows` example."""
+    sources = [list(source) for source, _, _ in examples]
+    targets = [list(target_out) for _, _, target_out in examples]
+    return [
+        tokenizer.detokenize(tf.ragged.constant(ids)).numpy().tolist() for ids in (sources, targets)
+    ]
+
+
+def test_subword_sampling_draws_new_segmentations_of_the_same_text_every_epoch(number_words):
+    tokenizer, pairs = number_words
+    options = dict(max_length=64, tokens_per_batch=1024, shuffle=False)
+    best = make_batches(pairs, tokenizer, tokenizer, **options)
+    sampled = make_batches(pairs, tokenizer, tokenizer, sampling_alpha=0.1, **options)
+    assert sampled.num_batches == best.num_batches
+    best_rows = rows(best)
+    epochs = [rows(sampled) for _ in range(2)]
+    for epoch in epochs:
+        # The same pairs in the same order (bucketed by their best segmentation's
+        # length), the same text, other pieces.
+        assert texts(tokenizer, epoch) == texts(tokenizer, best_rows)
+        changed = sum(a != b for a, b in zip(epoch, best_rows, strict=True))
+        assert changed > len(best_rows) // 5, changed
+        assert sum(len(row[2]) for row in epoch) > sum(len(row[2]) for row in best_rows)
+    assert epochs[0] != epochs[1]
+
+
+def test_a_sample_longer_than_max_length_is_replaced_by_the_best_segmentation(number_words):
+    tokenizer, pairs = number_words
+    sources, targets = (
+        tokenizer.tokenize(side).to_list() for side in (pairs.sources, pairs.targets)
+    )
+    best_lengths = [max(len(s), len(t)) + 1 for s, t in zip(sources, targets, strict=True)]
+    max_length = sorted(best_lengths)[len(best_lengths) * 9 // 10]  # keeps 90% of the pairs
+    options = dict(max_length=max_length, tokens_per_batch=1024, shuffle=False)
+    best = make_batches(pairs, tokenizer, tokenizer, **options)
+    sampled = make_batches(pairs, tokenizer, tokenizer, sampling_alpha=0.0, **options)  # uniform
+    assert sampled.num_dropped == best.num_dropped > 0
+    examples = rows(sampled)
+    assert max(max(len(s), len(t)) for s, t, _ in examples) <= max_length
+    assert texts(tokenizer, examples) == texts(tokenizer, rows(best))  # nothing cut short
+    assert any(len(t) == max_length for _, t, _ in examples)  # long pairs kept the best
+
+
+def test_validation_batches_and_the_tokenizer_never_sample(number_words):
+    tokenizer, pairs = number_words
+    train, val = training_and_validation_batches(
+        {"max_length": 64, "tokens_per_batch": 1024, "overflow": "drop"},
+        pairs,
+        pairs,
+        (tokenizer, tokenizer),
+        seed=0,
+        micro_batches=1,
+        sampling=(0.1, -1),
+    )
+    best = rows(make_batches(pairs, tokenizer, tokenizer, 64, 1024, shuffle=False))
+    assert rows(val) == rows(val) == best
+    assert sorted(rows(train)) != sorted(best)
+    once = tokenizer.tokenize(pairs.sources).to_list()
+    assert tokenizer.tokenize(pairs.sources).to_list() == once  # the decoding path's tokenizer
+    processor = sentencepiece.SentencePieceProcessor(model_proto=tokenizer.model_proto)
+    assert once == processor.encode(pairs.sources)  # the library's best segmentation
+
+
+def test_subword_sampling_needs_sentencepiece_and_valid_options(number_words):
+    tokenizer, pairs = number_words
+    wordpiece = WordPieceTokenizer.train(pairs.sources + pairs.targets, vocab_size=200)
+    with pytest.raises(ValueError, match=r"WordPieceTokenizer has one segmentation"):
+        make_batches(pairs, wordpiece, wordpiece, sampling_alpha=0.1)
+    with pytest.raises(ValueError, match=r"`nbest_size` must be -1 .* Received: nbest_size=1"):
+        make_batches(pairs, tokenizer, tokenizer, sampling_alpha=0.1, sampling_nbest_size=1)
+    with pytest.raises(ValueError, match=r"`alpha` must be a number >= 0. Received: alpha=-0.5"):
+        make_batches(pairs, tokenizer, tokenizer, sampling_alpha=-0.5)

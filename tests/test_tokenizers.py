@@ -199,3 +199,17 @@ def test_continues_word_marks_the_pieces_glued_to_a_word_before_them(name, reque
     np.testing.assert_array_equal(tokenizer.continues_word[4:], glued)
     assert 0 < sum(glued) < len(glued)
     assert not tokenizer.continues_word[:4].any()  # padding, unknown, BOS, EOS
+
+
+@pytest.mark.parametrize("model_type, alpha", [("unigram", 0.1), ("bpe", 0.1)])
+def test_sampled_segmentations_vary_and_detokenize_to_the_text(model_type, alpha):
+    tokenizer = SentencePieceTokenizer.train(ANIMALS, vocab_size=40, model_type=model_type)
+    sample = tokenizer.sampler(alpha)
+    text = tf.constant(sorted(set(ANIMALS)))
+    best = tokenizer.tokenize(text).to_list()
+    draws = [sample(text) for _ in range(5)]
+    for ids in draws:
+        assert tokenizer.detokenize(ids).numpy().tolist() == text.numpy().tolist()
+    assert len({str(ids.to_list()) for ids in draws}) == 5  # a new draw each call
+    assert any(ids.to_list() != best for ids in draws)
+    assert tokenizer.tokenize(text).to_list() == best  # tokenize itself never samples

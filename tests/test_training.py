@@ -95,6 +95,9 @@ def test_loss_ignores_padding_and_honours_sample_weight():
     np.testing.assert_allclose(
         float(loss(y_true, logits, sample_weight=weights)), per_token[0, :2].mean(), rtol=1e-5
     )
+    per_row = np.array([2.0, 1.0])  # one weight a row: (2 * 2 tokens + 3 tokens) weighted
+    expected = (2 * per_token[0, :2].sum() + per_token[1].sum()) / (2 * 2 + 3)
+    np.testing.assert_allclose(float(loss(y_true, logits, sample_weight=per_row)), expected, 1e-5)
 
 
 def test_loss_rejects_bad_label_smoothing():

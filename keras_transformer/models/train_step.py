@@ -6,9 +6,11 @@ projection to the vocabulary is the largest matrix product of the model.
 computes the loss and metrics on those, which gives the same loss, gradient
 and metrics as the full `(B, T, V)` logits with padding masked out. It can
 also run a batch in slices for one update (gradient accumulation that
-works under any `tf.distribute` strategy).
+works under any `tf.distribute` strategy), and train with R-Drop's
+consistency term between two dropout passes of each batch.
 
-`PackedTraining` gives a model this step and `compile(micro_batches=N)`.
+`PackedTraining` gives a model this step and `compile(micro_batches=N,
+r_drop=alpha)`.
 The step is written for the TensorFlow backend; on the others (JAX,
 PyTorch) the model trains with Keras' own step, on the full `(B, T, V)`
 logits with padding masked out, which gives the same loss.
@@ -16,11 +18,12 @@ logits with padding masked out, which gives the same loss.
 
 import keras
 import tensorflow as tf
+from keras import ops
 
 from keras_transformer import compat
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_non_negative, check_positive_int
 
 
 class PackedTraining:
@@ -37,9 +40,10 @@ class PackedTraining:
     """
 
     micro_batches = 1
+    r_drop = 0.0
 
-    def compile(self, *args, micro_batches=1, **kwargs):
-        """`keras.Model.compile`, and how many micro-batches make one update.
+    def compile(self, *args, micro_batches=1, r_drop=0.0, **kwargs):
+        """`keras.Model.compile`, how many micro-batches make one update, and R-Drop.
 
         Args:
             *args, **kwargs: those of `keras.Model.compile`.
@@ -49,20 +53,34 @@ class PackedTraining:
                 (`accumulated_train_step`): the update of a large batch on
                 the activation memory of a slice, under any `tf.distribute`
                 strategy. Defaults to 1.
+            r_drop: alpha >= 0 of R-Drop (Liang et al., 2021): each batch
+                runs twice through the model, with different dropout, and
+                the loss is the mean of the two passes' losses plus
+                `alpha / 2` times the mean symmetric KL divergence between
+                their predictions at each real target token (`r_drop_loss`);
+                the paper's per-sentence objective halved, so its alphas
+                apply (5 for its translation tasks). A step then costs about
+                twice as much. Defaults to 0 (off).
         """
         check_positive_int("micro_batches", micro_batches)
-        if micro_batches > 1 and keras.backend.backend() != "tensorflow":
-            raise ArgumentError(
-                "`micro_batches` needs the TensorFlow backend, whose training step the "
-                f"model uses. Received: micro_batches={micro_batches} with the "
-                f"{keras.backend.backend()!r} backend"
-            )
+        check_non_negative("r_drop", r_drop)
+        tensorflow_only = {"micro_batches": micro_batches > 1, "r_drop": r_drop > 0}
+        for name, used in tensorflow_only.items():
+            if used and keras.backend.backend() != "tensorflow":
+                value = micro_batches if name == "micro_batches" else r_drop
+                raise ArgumentError(
+                    f"`{name}` needs the TensorFlow backend, whose training step the model "
+                    f"uses. Received: {name}={value} with the {keras.backend.backend()!r} backend"
+                )
         super().compile(*args, **kwargs)
         self.micro_batches = micro_batches
+        self.r_drop = float(r_drop)
 
     def get_compile_config(self):
         config = super().get_compile_config()
-        return None if config is None else {**config, "micro_batches": self.micro_batches}
+        if config is None:
+            return None
+        return {**config, "micro_batches": self.micro_batches, "r_drop": self.r_drop}
 
     def compile_from_config(self, config):
         # Keras does not compile a loaded model whose `compile` is overridden.
@@ -129,8 +147,15 @@ def forward(model, x, y, sample_weight):
     `(N,)` are those tokens' labels and weights. The loss of the packed
     tokens is the masked loss of the whole batch. Under XLA
     (`jit_compile=True`), which needs static shapes, and for other models,
-    `y_pred` is the full `(B, T, V)`.
+    `y_pred` is the full `(B, T, V)`. With R-Drop (`model.r_drop > 0`) the
+    batch runs twice, stacked on the first axis, and `y`, `y_pred` and
+    `sample_weight` are those of the doubled batch.
     """
+    r_drop = getattr(model, "r_drop", 0.0)
+    if r_drop:  # (2B, ...): the same rows twice, with different dropout
+        x, y, sample_weight = tf.nest.map_structure(
+            lambda t: None if t is None else tf.concat([t, t], axis=0), (x, y, sample_weight)
+        )
     if not isinstance(model, PackedTraining) or model.jit_compile:
         y_pred = model(x, training=True)  # (B, T, V)
     else:
@@ -143,7 +168,37 @@ def forward(model, x, y, sample_weight):
                 sample_weight = sample_weight[..., None]
             sample_weight = tf.boolean_mask(tf.broadcast_to(sample_weight, tf.shape(y)), real)
         y = tf.boolean_mask(y, real)  # (N,)
-    return y, y_pred, sample_weight, model.compute_loss(x, y, y_pred, sample_weight, training=True)
+    loss = model.compute_loss(x, y, y_pred, sample_weight, training=True)
+    if r_drop:
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync  # as `compute_loss`
+        loss += r_drop_loss(y, y_pred, sample_weight, r_drop) / replicas
+    return y, y_pred, sample_weight, loss
+
+
+def r_drop_loss(y, y_pred, sample_weight, alpha):
+    """R-Drop's consistency term of a doubled batch: `alpha / 2` times the mean
+    symmetric KL divergence between its two halves' predictions at real tokens.
+
+    Args:
+        y: labels of the doubled batch, `(2N,)` packed or `(2B, T)`.
+        y_pred: its logits, `(2N, V)` or `(2B, T, V)`; the first half is
+            one dropout pass, the second half the other.
+        sample_weight: None, or weights shaped as `y`.
+        alpha: the R-Drop weight.
+
+    Returns:
+        A float32 scalar.
+    """
+    first, second = tf.split(y_pred, 2, axis=0)  # (N, V) or (B, T, V) each
+    labels = tf.split(y, 2, axis=0)[0]
+    weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)  # (N,) or (B, T)
+    if sample_weight is not None:
+        sample_weight = tf.cast(tf.split(sample_weight, 2, axis=0)[0], tf.float32)
+        while sample_weight.shape.rank < labels.shape.rank:  # per-row weights
+            sample_weight = sample_weight[..., None]
+        weights *= sample_weight
+    divergence = tf.reduce_sum(weights * symmetric_kl(first, second))
+    return 0.5 * alpha * divergence / tf.maximum(tf.reduce_sum(weights), 1e-9)
 
 
 def accumulated_train_step(model, data, micro_batches):
@@ -209,3 +264,28 @@ def accumulated_train_step(model, data, micro_batches):
     model.optimizer.apply_gradients(zip(gradients, weights, strict=True))
     track_loss(model, loss, rows)
     return model.get_metrics_result()
+
+
+def symmetric_kl(logits_a, logits_b):
+    """Per-token symmetric KL divergence of two predictions, from their logits.
+
+        ½ (KL(P_a || P_b) + KL(P_b || P_a)) = ½ Σ_v (p_a - p_b) (log p_a - log p_b)
+
+    the consistency term of R-Drop (Liang et al., 2021) between two dropout
+    passes of the same batch.
+
+    Args:
+        logits_a: float `(..., V)`.
+        logits_b: float `(..., V)`, the same shape.
+
+    Returns:
+        float32 `(...)`, >= 0.
+
+    Examples:
+        ```python
+        symmetric_kl(logits, logits)  # zeros
+        ```
+    """
+    log_p = ops.log_softmax(ops.cast(logits_a, "float32"), axis=-1)  # (..., V)
+    log_q = ops.log_softmax(ops.cast(logits_b, "float32"), axis=-1)  # (..., V)
+    return 0.5 * ops.sum((ops.exp(log_p) - ops.exp(log_q)) * (log_p - log_q), axis=-1)

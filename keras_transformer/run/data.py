@@ -36,12 +36,16 @@ def training_corpus(data):
     return corpus if data["train_limit"] is None else corpus[: data["train_limit"]]
 
 
-def training_and_validation_batches(data, train, val, tokenizers, seed, micro_batches):
+def training_and_validation_batches(
+    data, train, val, tokenizers, seed, micro_batches, sampling=(None, -1)
+):
     """`(train, val)` `text.Batches` of the two corpora as the `data` section says.
 
     A training batch holds `micro_batches` times `data.tokens_per_batch`
     tokens (the model cuts it into that many slices); a corpus in memory is
     cached after its first epoch, a stream is read again each epoch.
+    `sampling` is `(alpha, nbest_size)` of subword regularization for the
+    training batches (`make_batches`); validation batches never sample.
     """
     source, target = tokenizers
     options = dict(
@@ -55,6 +59,8 @@ def training_and_validation_batches(data, train, val, tokenizers, seed, micro_ba
         target,
         seed=seed,
         cache=isinstance(train, ParallelCorpus),
+        sampling_alpha=sampling[0],
+        sampling_nbest_size=sampling[1],
         **{**options, "tokens_per_batch": data["tokens_per_batch"] * micro_batches},
     )
     val_batches = make_batches(val, source, target, shuffle=False, **options)

@@ -114,11 +114,13 @@ def as_pair_dataset(pairs):
     return tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
 
 
-def tokenize_pairs(pairs, source_tokenizer, target_tokenizer):
-    """Dataset of `(source_ids, target_ids)` ragged rows, no special ids added."""
+def tokenize_pairs(pairs, source_tokenizer, target_tokenizer, keep_text=False):
+    """Dataset of `(source_ids, target_ids)` ragged rows, no special ids added;
+    `(source_ids, target_ids, source, target)` with `keep_text`."""
 
     def tokenize(sources, targets):
-        return source_tokenizer.tokenize(sources), target_tokenizer.tokenize(targets)
+        ids = source_tokenizer.tokenize(sources), target_tokenizer.tokenize(targets)
+        return (*ids, sources, targets) if keep_text else ids
 
     return (
         as_pair_dataset(pairs)
@@ -141,6 +143,8 @@ def make_batches(
     shuffle_buffer=20_000,
     seed=None,
     cache=True,
+    sampling_alpha=None,
+    sampling_nbest_size=-1,
 ):
     """Tokenizes, filters, buckets and pads pairs of sentences for training.
 
@@ -165,6 +169,17 @@ def make_batches(
             pass (the count of overflowing pairs is that first pass); False
             for a corpus larger than memory, which is then read again each
             epoch.
+        sampling_alpha: subword regularization: None (the default) tokenizes
+            every pair once, with the best segmentation; a number draws a new
+            segmentation of each sentence every epoch (`Tokenizer.sampler`,
+            SentencePiece only). The pairs are filtered, counted and bucketed
+            by the length of their best segmentation, so every epoch has the
+            same batches' count; a sampled segmentation longer than
+            `max_length` is replaced by the best one. Sampled segmentations
+            are usually longer, so batches hold somewhat more tokens than
+            `tokens_per_batch`. Validation batches should not sample.
+        sampling_nbest_size: sample among this many best segmentations, or
+            -1 (the default) among all.
 
     Returns:
         A `Batches`: the dataset and the counts of dropped and truncated pairs.
@@ -188,19 +203,26 @@ def make_batches(
         raise ArgumentError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     bos, eos = target_tokenizer.bos_id, target_tokenizer.eos_id
     source_eos = source_tokenizer.eos_id
+    sampled = sampling_alpha is not None
+    tokenizers = (source_tokenizer, target_tokenizer)
+    samplers = [t.sampler(sampling_alpha, sampling_nbest_size) for t in tokenizers if sampled]
 
-    tokenized = tokenize_pairs(pairs, source_tokenizer, target_tokenizer)
+    tokenized = tokenize_pairs(pairs, source_tokenizer, target_tokenizer, keep_text=sampled)
     if cache:
         tokenized = tokenized.cache()
 
-    def too_long(source, target):
+    def too_long(source, target, *_):
         return (tf.size(source) + 1 > max_length) | (tf.size(target) + 1 > max_length)
+
+    def bucket_length(source, target, *_):
+        """The length a pair is counted and bucketed by: its longer side, BOS or EOS added."""
+        return tf.minimum(tf.maximum(tf.size(source), tf.size(target)) + 1, max_length)
 
     def count(counts, pair):
         """Pairs, pairs too long, and a histogram of the lengths of the examples kept."""
         pairs, long, lengths = counts
         is_long = too_long(*pair)
-        length = tf.minimum(tf.maximum(tf.size(pair[0]), tf.size(pair[1])) + 1, max_length)
+        length = bucket_length(*pair)
         kept = tf.logical_not(is_long) if overflow == "drop" else tf.constant(True)
         lengths += tf.cast(kept, tf.int64) * tf.one_hot(length, max_length + 1, dtype=tf.int64)
         return pairs + 1, long + tf.cast(is_long, tf.int64), lengths
@@ -215,32 +237,29 @@ def make_batches(
     num_pairs, num_long = int(num_pairs), int(num_long)
 
     if overflow == "drop":
-        tokenized = tokenized.filter(lambda s, t: tf.logical_not(too_long(s, t)))
+        tokenized = tokenized.filter(lambda *pair: tf.logical_not(too_long(*pair)))
     if shuffle:
         tokenized = tokenized.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if sampled:
+        tokenized = resample(tokenized, samplers, too_long, bucket_length)
+    else:
+        tokenized = tokenized.map(lambda *pair: (*pair, bucket_length(*pair)))
 
-    def to_example(source, target):
+    def to_example(source, target, length):
         source = source[: max_length - 1]
         target = target[: max_length - 1]
         source_ids = tf.concat([source, [source_eos]], axis=0)  # (S,)
         target_in = tf.concat([[bos], target], axis=0)  # (T,)
         target_out = tf.concat([target, [eos]], axis=0)  # (T,)
-        return (source_ids, target_in), target_out
+        return (source_ids, target_in), target_out, length
 
     examples = tokenized.map(to_example, num_parallel_calls=tf.data.AUTOTUNE)
     if bucketing:
         boundaries = bucket_boundaries(max_length)
         sizes = bucket_batch_sizes(max_length, tokens_per_batch, batch_size)
-        batched = examples.bucket_by_sequence_length(
-            element_length_func=lambda inputs, _: tf.maximum(
-                tf.shape(inputs[0])[0], tf.shape(inputs[1])[0]
-            ),
-            bucket_boundaries=boundaries,
-            bucket_batch_sizes=sizes,
-        )
     else:
         boundaries, sizes = [], [batch_size]
-        batched = examples.padded_batch(batch_size)
+    batched = batch_examples(examples, boundaries, sizes)
     num_batches = count_batches(lengths.numpy(), boundaries, sizes)
     return Batches(
         dataset=batched.apply(tf.data.experimental.assert_cardinality(num_batches)).prefetch(
@@ -250,6 +269,43 @@ def make_batches(
         num_dropped=num_long if overflow == "drop" else 0,
         num_truncated=num_long if overflow == "truncate" else 0,
         num_batches=num_batches,
+    )
+
+
+def batch_examples(examples, boundaries, batch_sizes):
+    """Padded batches of `(inputs, outputs, length)` examples, `length` dropped: grouped
+    by `length` into the buckets `boundaries` makes, or in order with one bucket."""
+    if boundaries:
+        batched = examples.bucket_by_sequence_length(
+            element_length_func=lambda inputs, outputs, length: length,
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=batch_sizes,
+        )
+    else:
+        batched = examples.padded_batch(batch_sizes[0])
+    return batched.map(lambda inputs, outputs, length: (inputs, outputs))
+
+
+def resample(tokenized, samplers, too_long, bucket_length):
+    """`(source_ids, target_ids, length)` with a newly sampled segmentation of each side,
+    from `(best_source_ids, best_target_ids, source, target)`, where `length` is the
+    best segmentation's bucket length; a pair whose sample is too long keeps the best."""
+    source_sampler, target_sampler = samplers
+
+    def sample(source_ids, target_ids, source, target):  # a batch of rows
+        return source_ids, target_ids, source_sampler(source), target_sampler(target)
+
+    def choose(source_ids, target_ids, source_sample, target_sample):
+        length = bucket_length(source_ids, target_ids)
+        best, drawn = (source_ids, target_ids), (source_sample, target_sample)
+        chosen = tf.cond(too_long(*drawn), lambda: best, lambda: drawn)
+        return (*chosen, length)
+
+    return (
+        tokenized.batch(TOKENIZE_BATCH)
+        .map(sample, num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+        .map(choose, num_parallel_calls=tf.data.AUTOTUNE)
     )
 
 

@@ -1,5 +1,6 @@
 """SentencePiece subwords, trained with `sentencepiece`, applied with tensorflow-text."""
 
+import copy
 import io
 
 import sentencepiece
@@ -9,7 +10,7 @@ import tensorflow_text as tf_text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.text.tokenizer import Tokenizer
-from keras_transformer.validation import check_choice, check_positive_int
+from keras_transformer.validation import check_choice, check_non_negative, check_positive_int
 
 WORD_START = "\u2581"  # "▁", SentencePiece's mark of a piece that starts a word
 
@@ -123,6 +124,28 @@ class SentencePieceTokenizer(Tokenizer):
     @property
     def pieces(self):
         return list(self._pieces)
+
+    def sampler(self, alpha, nbest_size=-1):
+        check_non_negative("alpha", alpha)
+        if (
+            isinstance(nbest_size, bool)
+            or not isinstance(nbest_size, int)
+            or not (nbest_size == -1 or nbest_size > 1)
+        ):
+            raise ArgumentError(
+                "`nbest_size` must be -1 (every segmentation) or an integer > 1. "
+                f"Received: nbest_size={nbest_size!r}"
+            )
+        # The same model resource, read with other arguments: a second
+        # `tf_text.SentencepieceTokenizer` of the same model would share its
+        # kernel-owned resource by name, which then disappears with either.
+        sampling = copy.copy(self._sentencepiece)
+        sampling.nbest_size, sampling.alpha = nbest_size, alpha
+
+        def tokenize(strings):  # (B,) -> (B, None), a new draw each time the op runs
+            return sampling.tokenize(tf.convert_to_tensor(strings))
+
+        return tokenize
 
     def _continues_word(self, piece):
         return not piece.startswith(WORD_START) and piece[:1].isalnum()

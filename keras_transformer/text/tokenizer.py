@@ -79,6 +79,29 @@ class Tokenizer(tf.Module):
         )
         return self._detokenize(tf.ragged.boolean_mask(token_ids, keep))
 
+    def sampler(self, alpha, nbest_size=-1):
+        """A function from strings to ragged ids that samples a segmentation on each call.
+
+        Subword regularization (Kudo, 2018; Provilkov et al., 2020 for BPE):
+        training on sampled segmentations instead of the best one. Only
+        SentencePiece models have more than one segmentation of a text.
+
+        Args:
+            alpha: for a unigram model, the smoothing of the sampling
+                distribution (0 uniform, larger values closer to the best
+                segmentation; 0.1 to 0.5 in the paper); for a BPE model,
+                the dropout probability of each merge (BPE-dropout, 0.1).
+            nbest_size: sample among this many best segmentations (> 1),
+                or -1 for all of them. Defaults to -1.
+
+        Returns:
+            A function `strings (B,) -> tf.RaggedTensor (B, None)` of int32.
+        """
+        raise ArgumentError(
+            f"{type(self).__name__} has one segmentation of each text; subword sampling "
+            "needs a SentencePiece tokenizer."
+        )
+
     @property
     def vocab_size(self):
         raise NotImplementedError

@@ -11,6 +11,7 @@ def compile_model(
     learning_rate_scale=1.0,
     label_smoothing=0.1,
     micro_batches=1,
+    r_drop=0.0,
     jit_compile="auto",
 ):
     """Compiles `model` with the paper's optimizer, the masked loss and accuracy.
@@ -23,6 +24,7 @@ def compile_model(
         label_smoothing: epsilon of the label-smoothed loss. Defaults to 0.1.
         micro_batches: the slices each training batch is cut into for one
             update (`Transformer.compile`). Defaults to 1.
+        r_drop: R-Drop's alpha (`Transformer.compile`); 0 is off. Defaults to 0.
         jit_compile: XLA for the training step: True, False, or "auto"
             (Keras' choice: on with an accelerator and no `tf.distribute`
             strategy). Defaults to "auto".
@@ -42,5 +44,6 @@ def compile_model(
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedAccuracy()],
         micro_batches=micro_batches,
+        r_drop=r_drop,
         jit_compile=jit_compile,
     )

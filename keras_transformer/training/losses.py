@@ -89,7 +89,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     Call arguments:
         y_true: integer target ids `(B, T)`, 0 = padding.
         y_pred: logits `(B, T, V)`.
-        sample_weight: optional weights broadcastable to `(B, T)`.
+        sample_weight: optional weights `(B, T)`, or `(B,)` one per row.
 
     Returns:
         A scalar, or `(B, T)` per-token losses with `reduction=None`.
@@ -118,7 +118,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
     def __call__(self, y_true, y_pred, sample_weight=None):
         weights = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")  # (B, T)
         if sample_weight is not None:
-            weights = weights * ops.cast(sample_weight, "float32")
+            sample_weight = ops.cast(sample_weight, "float32")
+            while len(sample_weight.shape) < len(weights.shape):  # per-row weights (B,)
+                sample_weight = sample_weight[..., None]
+            weights = weights * sample_weight
         return super().__call__(y_true, y_pred, sample_weight=weights)
 
     def call(self, y_true, y_pred):
