@@ -1,6 +1,8 @@
+import collections
 import gzip
 
 import pytest
+from num2words import num2words
 
 from keras_transformer.datasets import (
     load_parallel_files,
@@ -8,6 +10,8 @@ from keras_transformer.datasets import (
     load_tfds,
     load_tsv,
     numbers_corpus,
+    small_numbers,
+    split_numbers,
 )
 
 
@@ -66,12 +70,37 @@ def test_numbers_corpus_is_fixed_disjoint_and_correct():
     assert numbers_corpus("test")[:5] == test[:5]
     assert not set(test.sources) & set(train.sources)
     assert not set(val.sources) & set(train.sources)
-    every = train.sources + val.sources + test.sources
-    pairs = dict(zip(every, train.targets + val.targets + test.targets, strict=True))
-    for english, german in [("zero", "null"), ("one", "eins"), ("seven", "sieben")]:
-        assert pairs[english] == german  # every one-digit number is drawn
-    lengths = [len(s.split()) for s in every]
-    assert min(lengths) == 1 and max(lengths) >= 9
+    assert not set(val.sources) & set(test.sources)
+    assert len(set(test.sources)) == len(set(val.sources)) == 1_000
+    for split, corpus in [("train", train), ("val", val), ("test", test)]:
+        numbers = split_numbers(split)
+        assert len(numbers) == len(corpus)
+        for n in numbers[:: max(1, len(numbers) // 50)]:  # the words are the numbers'
+            i = numbers.index(n)
+            assert corpus[i] == (num2words(n, lang="en"), num2words(n, lang="de"))
+    for split in ("val", "test"):
+        digits = collections.Counter(len(str(n)) for n in split_numbers(split))
+        assert digits == {3: 250, 4: 250, 5: 250, 6: 250}
+    # Every magnitude is taught: each number below 100 is trained on, more than once,
+    # and the larger digit counts hold most of the corpus.
+    counts = collections.Counter(split_numbers("train"))
+    assert all(counts[n] >= 5 for n in range(100))
+    digits = collections.Counter(len(str(n)) for n in split_numbers("train"))
+    assert min(digits[1], digits[2]) > 1_000 and digits[3] > 2_000
+    assert digits[4] + digits[5] + digits[6] > 0.75 * 30_000
+    pairs = dict(zip(train.sources, train.targets, strict=True))
+    for english, german in [("zero", "null"), ("one", "eins"), ("seventeen", "siebzehn")]:
+        assert pairs[english] == german
+
+
+def test_small_numbers_are_every_number_below_100():
+    small = small_numbers("de", "en")
+    assert len(small) == 100
+    assert small[0] == ("null", "zero")
+    assert small[21] == ("einundzwanzig", "twenty-one")
+    assert small[99] == ("neunundneunzig", "ninety-nine")
+    with pytest.raises(ValueError, match=r"`source_lang` must be one of"):
+        small_numbers("xx", "en")
 
 
 def test_numbers_corpus_other_languages_and_bad_choice():

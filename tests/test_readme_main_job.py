@@ -39,10 +39,27 @@ def test_readme_main_job(main_job):
 
     # Sentence by sentence, beam 4 finds outputs at least as good as greedy's
     # under its own objective, rescored by a teacher-forced pass.
-    compared = subprocess.run(
+    compared = benchmark(directory, "beam_vs_greedy.py")
+    figures = json.loads(compared.stdout.splitlines()[-1])
+    assert figures["beam_at_least_greedy"] >= 0.99, compared.stdout
+    # Where beam search loses, a plain search by the same rules finds the same output.
+    assert figures["reference_agrees"] == figures["beam_worse"], compared.stdout
+
+    # Every magnitude: the numbers below 100 (all trained on), and each digit count
+    # of the test split (never seen).
+    by_digits = benchmark(directory, "numbers_by_digits.py")
+    for search in json.loads(by_digits.stdout.splitlines()[-1]).values():
+        assert search["small"] >= 0.97, by_digits.stdout
+        assert min(search["by_digits"].values()) >= 0.85, by_digits.stdout
+    print(evaluate.stdout, translate.stdout, compared.stdout, by_digits.stdout, sep="\n")
+
+
+def benchmark(directory, script):
+    """`benchmarks/<script> --run-dir runs/numbers_de_en`, run in the main job's directory."""
+    done = subprocess.run(
         [
             sys.executable,
-            os.path.join(REPO, "benchmarks", "beam_vs_greedy.py"),
+            os.path.join(REPO, "benchmarks", script),
             "--run-dir",
             "runs/numbers_de_en",
         ],
@@ -51,9 +68,5 @@ def test_readme_main_job(main_job):
         text=True,
         timeout=1800,
     )
-    assert compared.returncode == 0, compared.stderr[-3000:]
-    figures = json.loads(compared.stdout.splitlines()[-1])
-    assert figures["beam_at_least_greedy"] >= 0.99, compared.stdout
-    # Where beam search loses, a plain search by the same rules finds the same output.
-    assert figures["reference_agrees"] == figures["beam_worse"], compared.stdout
-    print(evaluate.stdout, translate.stdout, compared.stdout, sep="\n")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done

@@ -7,9 +7,15 @@ words, compounds and exceptions ("eins" but "einundzwanzig", "one hundred" but
 "hundert" or "einhundert"). The sentences are generated with `num2words`, so
 the corpus needs nothing from outside and is the same on every machine.
 
-The numbers are drawn from 0-999,999 with every digit count (1 to 6) equally
-likely, and the splits never share a number: the test set measures whether
-the model learnt the grammar, not a lookup table.
+Training numbers are drawn from 0-999,999 by digit count first, in the
+proportions of `TRAIN_DIGIT_WEIGHTS`, so every magnitude is taught: each
+one-digit number appears over a hundred times and each two-digit one 6 to 25
+times, while four pairs in five are the four- to six-digit compounds that need
+the grammar. Validation and test draw 250 distinct numbers of
+each digit count from 3 to 6 that training never sees: the test set measures
+whether the model learnt the grammar, not a lookup table. The hundred numbers
+below 100 cannot be held out (each is a word the grammar builds on), so they
+are trained on and checked by `small_numbers` instead.
 """
 
 import functools
@@ -24,16 +30,20 @@ SPLITS = ("train", "val", "test")
 DEFAULT_SIZES = {"train": 30_000, "val": 1_000, "test": 1_000}
 LANGUAGES = ("de", "en", "es", "fr", "it", "nl", "pt")
 MAX_DIGITS = 6
+HELD_OUT_DIGITS = range(3, MAX_DIGITS + 1)  # digit counts of the val and test numbers
+TRAIN_DIGIT_WEIGHTS = (1, 1, 2, 6, 6, 6)  # relative share of 1, 2, ..., 6 digits in train
 
 
 def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
     """One split of the built-in numbers corpus.
 
     Args:
-        split: `"train"` (30,000 pairs), `"val"` (1,000) or `"test"` (1,000).
+        split: `"train"` (30,000 pairs, small numbers repeated), `"val"`
+            (1,000) or `"test"` (1,000 distinct numbers of 3 to 6 digits).
         source_lang: language of the source words; one of `LANGUAGES`.
         target_lang: language of the target words; one of `LANGUAGES`.
-        seed: seed of the draw; the splits of one seed never share a number.
+        seed: seed of the draw; val and test of one seed share no number
+            with each other or with training.
 
     Returns:
         `ParallelCorpus`.
@@ -50,6 +60,47 @@ def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
     return ParallelCorpus(list(sources), list(targets))
 
 
+def small_numbers(source_lang="en", target_lang="de"):
+    """Every number from 0 to 99, in order: the words the grammar builds on.
+
+    They are all in the training split (a held-out test cannot have them), so
+    this measures whether a model knows them, not whether it generalizes.
+
+    Args:
+        source_lang: language of the source words; one of `LANGUAGES`.
+        target_lang: language of the target words; one of `LANGUAGES`.
+
+    Returns:
+        `ParallelCorpus` of 100 pairs; pair `n` is the number `n`.
+
+    Examples:
+        >>> small_numbers("de", "en")[21]
+        ('einundzwanzig', 'twenty-one')
+    """
+    check_choice("source_lang", source_lang, set(LANGUAGES))
+    check_choice("target_lang", target_lang, set(LANGUAGES))
+    sources = [num2words(n, lang=source_lang) for n in range(100)]
+    return ParallelCorpus(sources, [num2words(n, lang=target_lang) for n in range(100)])
+
+
+def split_numbers(split="train", seed=0):
+    """The numbers behind `numbers_corpus(split, ..., seed=seed)`, in its order.
+
+    Args:
+        split: `"train"`, `"val"` or `"test"`.
+        seed: seed of the draw.
+
+    Returns:
+        List of ints.
+
+    Examples:
+        >>> len(str(split_numbers("test")[0]))  # its digit count, 3 to 6
+        4
+    """
+    check_choice("split", split, set(SPLITS))
+    return list(_draw(seed)[split])
+
+
 @functools.lru_cache(maxsize=16)
 def _words(split, lang, seed):
     """The numbers of one split written out in one language (num2words is slow)."""
@@ -58,20 +109,42 @@ def _words(split, lang, seed):
 
 @functools.lru_cache(maxsize=4)
 def _draw(seed):
-    """Distinct numbers for each split, every digit count equally likely."""
+    """The numbers of each split: held-out val and test first, then training.
+
+    Val and test take 250 distinct numbers of each digit count from 3 to 6
+    (500 of the 900 three-digit numbers, a small share of the others);
+    training draws a digit count from 1 to 6 in the proportions of
+    `TRAIN_DIGIT_WEIGHTS` and then a number of that count uniformly, with
+    repetition, from those val and test did not take.
+    """
     rng = np.random.default_rng(seed)
-    total = sum(DEFAULT_SIZES.values())
-    chosen = set()
-    drawn = []
-    while len(drawn) < total:
-        digits = rng.integers(1, MAX_DIGITS + 1)
-        low = 0 if digits == 1 else 10 ** (digits - 1)
-        number = int(rng.integers(low, 10**digits))
-        if number not in chosen:
-            chosen.add(number)
-            drawn.append(number)
-    splits, start = {}, 0
-    for name in SPLITS:
-        splits[name] = drawn[start : start + DEFAULT_SIZES[name]]
-        start += DEFAULT_SIZES[name]
+    splits, held_out = {}, set()
+    for split in ("val", "test"):
+        per_count = DEFAULT_SIZES[split] // len(HELD_OUT_DIGITS)
+        numbers = []
+        for digits in HELD_OUT_DIGITS:
+            numbers += _distinct(rng, digits, per_count, exclude=held_out)
+        held_out.update(numbers)
+        rng.shuffle(numbers)
+        splits[split] = numbers
+    weights = np.array(TRAIN_DIGIT_WEIGHTS) / sum(TRAIN_DIGIT_WEIGHTS)
+    counts = rng.choice(np.arange(1, MAX_DIGITS + 1), size=DEFAULT_SIZES["train"], p=weights)
+    splits["train"] = [_uniform(rng, int(digits), exclude=held_out) for digits in counts]
     return splits
+
+
+def _distinct(rng, digits, count, exclude):
+    """`count` distinct numbers of `digits` digits, none of them in `exclude`."""
+    chosen = {}
+    while len(chosen) < count:
+        chosen[_uniform(rng, digits, exclude)] = None
+    return list(chosen)
+
+
+def _uniform(rng, digits, exclude):
+    """A number of `digits` digits not in `exclude`, uniformly (0 has one digit)."""
+    low = 0 if digits == 1 else 10 ** (digits - 1)
+    while True:
+        number = int(rng.integers(low, 10**digits))
+        if number not in exclude:
+            return number

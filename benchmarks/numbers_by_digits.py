@@ -1,0 +1,81 @@
+"""Exact matches by digit count, for a model trained on the built-in numbers corpus.
+
+The test split holds numbers of 3 to 6 digits that training never saw; the
+hundred numbers below 100 are all in training (see
+`keras_transformer.datasets.numbers`), so they are decoded separately, every
+one of them. An average over the test split hides a model that cannot say
+"zwei"; this prints, for greedy search and each beam size, the exact-match
+share of each digit count, and lists the small numbers it gets wrong.
+
+    python benchmarks/numbers_by_digits.py --run-dir runs/numbers_de_en [--beam-size 1,4]
+
+The last line is JSON: per search (`beam1`, `beam4`, ...), `by_digits` (digit
+count -> exact-match share over the test split and the numbers 0-99 together),
+`small` (share of the 100 numbers below 100), `test` (share of the test
+split) and `small_wrong` (number -> translation, for the misses).
+"""
+
+import argparse
+import collections
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_transformer import run  # noqa: E402
+from keras_transformer.datasets import numbers_corpus, small_numbers, split_numbers  # noqa: E402
+from keras_transformer.inference import translate_lines  # noqa: E402
+
+
+def exact_by_digits(translator, batch_size, source_lang, target_lang, split):
+    """The figures of one search: exact-match shares by digit count, small numbers, test."""
+    test = numbers_corpus(split, source_lang, target_lang)
+    small = small_numbers(source_lang, target_lang)
+    numbers = split_numbers(split) + list(range(100))
+    sources, references = test.sources + small.sources, test.targets + small.targets
+    outputs = translate_lines(translator, sources, batch_size)
+    right = [out == ref for out, ref in zip(outputs, references, strict=True)]
+    by_digits = collections.defaultdict(list)
+    for number, correct in zip(numbers, right, strict=True):
+        by_digits[len(str(number))].append(correct)
+    n_test = len(test.sources)
+    return {
+        "by_digits": {d: sum(v) / len(v) for d, v in sorted(by_digits.items())},
+        "small": sum(right[n_test:]) / 100,
+        "test": sum(right[:n_test]) / n_test,
+        "small_wrong": {n: outputs[n_test + n] for n in range(100) if not right[n_test + n]},
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--beam-size", default="1,4", help="comma-separated, 1 is greedy")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--checkpoint", default="best")
+    args = parser.parse_args()
+    beam_sizes = [int(k) for k in args.beam_size.split(",")]
+    made, config = run.translators(args.run_dir, args.checkpoint, beam_sizes)
+    data = config["data"]
+    if data["corpus"] != "numbers":
+        parser.error(f"{args.run_dir} was trained on corpus {data['corpus']!r}, not 'numbers'")
+    figures = {}
+    for translator in made:
+        result = exact_by_digits(
+            translator,
+            config["decode"]["batch_size"],
+            data["source_lang"],
+            data["target_lang"],
+            args.split,
+        )
+        figures[f"beam{translator.beam_size}"] = result
+        shares = "  ".join(f"{d} digits {s:6.1%}" for d, s in result["by_digits"].items())
+        print(f"beam {translator.beam_size}: {shares}")
+        print(f"  0-99 {result['small']:.1%}, {args.split} split {result['test']:.1%}")
+        for number, text in result["small_wrong"].items():
+            print(f"  {number}: {text!r}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
