@@ -4,6 +4,7 @@ import os
 import re
 import unicodedata
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -213,3 +214,14 @@ def test_sampled_segmentations_vary_and_detokenize_to_the_text(model_type, alpha
     assert len({str(ids.to_list()) for ids in draws}) == 5  # a new draw each call
     assert any(ids.to_list() != best for ids in draws)
     assert tokenizer.tokenize(text).to_list() == best  # tokenize itself never samples
+
+
+def test_sentencepiece_survives_the_calls_that_clear_tensorflows_kernels(sentencepiece):
+    text = tf.constant(["the cat sees the ball."])
+    ids = sentencepiece.tokenize(text).to_list()
+    for clear in (lambda: keras.utils.set_random_seed(1), keras.backend.clear_session):
+        clear()  # frees TensorFlow Text's kernel-owned model resource
+        assert sentencepiece.tokenize(text).to_list() == ids  # eagerly
+        traced = tf.function(lambda t: sentencepiece.detokenize(sentencepiece.tokenize(t)))
+        clear()
+        assert traced(text).numpy().tolist() == text.numpy().tolist()  # traced after the reset

@@ -139,7 +139,7 @@ class SentencePieceTokenizer(Tokenizer):
         # The same model resource, read with other arguments: a second
         # `tf_text.SentencepieceTokenizer` of the same model would share its
         # kernel-owned resource by name, which then disappears with either.
-        sampling = copy.copy(self._sentencepiece)
+        sampling = copy.copy(self._live_model())
         sampling.nbest_size, sampling.alpha = nbest_size, alpha
 
         def tokenize(strings):  # (B,) -> (B, None), a new draw each time the op runs
@@ -151,10 +151,29 @@ class SentencePieceTokenizer(Tokenizer):
         return not piece.startswith(WORD_START) and piece[:1].isalnum()
 
     def _tokenize(self, strings):
-        return self._sentencepiece.tokenize(strings)
+        return self._live_model().tokenize(strings)
 
     def _detokenize(self, token_ids):
-        return self._sentencepiece.detokenize(token_ids)
+        return self._live_model().detokenize(token_ids)
+
+    def _live_model(self):
+        """The TensorFlow Text tokenizer, made again if its model resource is gone.
+
+        TensorFlow Text keeps the SentencePiece model in a resource owned by
+        its op's kernel, which TensorFlow frees whenever it clears its eager
+        kernel cache: `keras.utils.set_random_seed`, `tf.random.set_seed` and
+        `keras.backend.clear_session` all do. A one-string probe, run eagerly
+        (also while a graph is traced, so that the graph captures a live
+        resource), finds that out.
+        """
+        with tf.init_scope():
+            try:
+                self._sentencepiece.tokenize(tf.constant([""]))
+            except tf.errors.NotFoundError:
+                self._sentencepiece = tf_text.SentencepieceTokenizer(
+                    model=self.model_proto, out_type=tf.int32
+                )
+        return self._sentencepiece
 
     def write_asset(self, path):
         with open(path, "wb") as f:
