@@ -4,6 +4,7 @@
     keras-transformer evaluate  --run-dir runs/numbers [--split test] [--beam-size 1,4]
     keras-transformer translate --run-dir runs/numbers "twenty-one" ...   (or lines on stdin)
     keras-transformer translate --saved-model saved_models/numbers/1 < sentences.txt
+    keras-transformer translate --litert saved_models/numbers-litert-float32 < sentences.txt
     keras-transformer translate --run-dir A [--run-dir B ...] [--n-best N] [--prefix FILE]
                                 [--constraints FILE]
                                 [--sample --temperature T --top-k K --top-p P --seed S]
@@ -12,6 +13,7 @@
     keras-transformer score     --run-dir runs/numbers --source FILE --target FILE
     keras-transformer export    --run-dir runs/numbers [--name numbers_en_de] [--version 3] [--xla]
     keras-transformer export    --run-dir runs/numbers --format ctranslate2 [--quantization int8]
+    keras-transformer export    --run-dir runs/numbers --format litert [--quantization dynamic_int8]
     keras-transformer average   --run-dir runs/numbers [--last 5]
 
 Errors a user can make (`keras_transformer.errors.UserError`, a missing or

@@ -69,16 +69,20 @@ def run_translate(args):
 
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     extras = args.n_best or args.prefix or args.constraints or args.sample
-    if args.saved_model:
+    if args.saved_model or args.litert:
         given = [value for value in decoding_options(args).values() if value is not None]
         if extras or given:
             raise ArgumentError(
                 "--n-best, --prefix, --constraints, --sample and the decoding options need "
                 "--run-dir; an exported model translates with the options it was exported "
-                "with (its translate_n_best, translate_with_prefix and translate_constrained "
-                "signatures take n-best lists, prefixes and constraints)."
+                "with (a SavedModel's translate_n_best, translate_with_prefix and "
+                "translate_constrained signatures take n-best lists, prefixes and constraints)."
             )
-        for line in translate_with_saved_model(args.saved_model, sentences):
+        if args.litert:
+            lines = translate_with_litert(args.litert, sentences)
+        else:
+            lines = translate_with_saved_model(args.saved_model, sentences)
+        for line in lines:
             print(line)
         return
     from keras_transformer import run
@@ -160,24 +164,46 @@ def translate_with_saved_model(path, sentences):
     return translate_lines(lambda batch: serve(inputs=batch)["outputs"], sentences)
 
 
+def translate_with_litert(directory, sentences):
+    from keras_transformer.export.litert import LiteRTTranslator
+
+    translator = LiteRTTranslator(directory)
+    cut = [line for line, is_cut in enumerate(translator.truncated(sentences), 1) if is_cut]
+    if cut:
+        print(
+            f"warning: {len(cut)} of {len(sentences)} lines have more than "
+            f"{translator.max_source_length - 1} source tokens and are translated cut to "
+            f"that many: line {', '.join(map(str, cut[:20]))}{', ...' if len(cut) > 20 else ''}",
+            file=sys.stderr,
+        )
+    return translator(sentences)
+
+
 def run_export(args):
     from keras_transformer import run
 
-    if args.format == "ctranslate2":
+    if args.max_source_length and args.format != "litert":
+        raise ArgumentError("--max-source-length is for --format litert.")
+    if args.format in ("litert", "ctranslate2"):
         if args.n_best:
             raise ArgumentError("--n-best is for SavedModel exports (translate_n_best).")
-        path = run.export_ctranslate2_run(
+        if args.format == "litert":
+            export, extra = run.export_litert_run, {"max_source_length": args.max_source_length}
+        else:
+            export, extra = run.export_ctranslate2_run, {}
+        path = export(
             args.run_dir,
             args.output,
             args.base_dir,
             args.checkpoint,
             args.quantization,
+            **extra,
             **decoding_options(args),
         )
         print(f"exported: {path}")
         return
     if args.quantization or args.output:
-        raise ArgumentError("--quantization and --output are for --format ctranslate2.")
+        raise ArgumentError("--quantization and --output are for --format ctranslate2 or litert.")
     path = run.export(
         args.run_dir,
         args.name,

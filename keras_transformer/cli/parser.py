@@ -69,6 +69,7 @@ def add_translate(commands):
         help="a trained run directory; repeat it to decode with an ensemble of runs",
     )
     source.add_argument("--saved-model", help="an exported SavedModel version directory")
+    source.add_argument("--litert", help="a LiteRT export directory (export --format litert)")
     translate.add_argument("sentences", nargs="*", help="sentences; stdin lines if none")
     decode_arguments(translate)
     translate.add_argument(
@@ -113,16 +114,23 @@ def add_export(commands):
     export.add_argument(
         "--format",
         default="saved_model",
-        choices=["saved_model", "ctranslate2"],
-        help="ctranslate2 needs the optional `ctranslate2` package",
+        choices=["saved_model", "ctranslate2", "litert"],
+        help="ctranslate2 needs the optional `ctranslate2` package, litert `ai-edge-litert` to run",
     )
     export.add_argument(
         "--quantization",
-        help="CTranslate2 weight type: int8, int8_float32, bfloat16, ... (default: float32)",
+        help="CTranslate2 weight type: int8, int8_float32, bfloat16, ...; LiteRT: float16 or "
+        "dynamic_int8 (default: float32)",
     )
     export.add_argument(
         "--output",
-        help="CTranslate2 model directory (default: {base-dir}/{run name}-ctranslate2-{type})",
+        help="CTranslate2 or LiteRT model directory "
+        "(default: {base-dir}/{run name}-{format}-{type})",
+    )
+    export.add_argument(
+        "--max-source-length",
+        type=positive_int,
+        help="LiteRT: the model's fixed source length in pieces, EOS included (default: 64)",
     )
     export.add_argument("--name", help="model name (default: the run directory's name)")
     export.add_argument("--base-dir", default=SAVED_MODELS_DIR)

@@ -1,4 +1,4 @@
-"""Exports: SavedModel for TF Serving (string and token-id signatures), and CTranslate2."""
+"""Exports: SavedModel for TF Serving (string and token-id signatures), CTranslate2, LiteRT."""
 
 from keras_transformer.export.ctranslate2 import (
     CTranslate2Translator,
@@ -6,6 +6,7 @@ from keras_transformer.export.ctranslate2 import (
     export_ctranslate2,
     write_spec,
 )
+from keras_transformer.export.litert import LiteRTTranslator, export_litert
 from keras_transformer.export.saved_model import (
     IDS_SIGNATURE,
     SAVED_MODELS_DIR,
@@ -16,11 +17,13 @@ from keras_transformer.export.saved_model import (
 
 __all__ = [
     "CTranslate2Translator",
+    "LiteRTTranslator",
     "IDS_SIGNATURE",
     "SAVED_MODELS_DIR",
     "SERVING_SIGNATURE",
     "ctranslate2_spec",
     "export_ctranslate2",
+    "export_litert",
     "export_translator",
     "next_version",
     "write_spec",

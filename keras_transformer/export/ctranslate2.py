@@ -25,7 +25,6 @@ Requires the optional `ctranslate2` package (`pip install
 "keras-transformer-nmt[ctranslate2]"`).
 """
 
-import json
 import math
 import os
 import shutil
@@ -37,6 +36,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID, UNK_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.export.options import read_options, write_options
 from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
@@ -268,8 +268,7 @@ def export_ctranslate2(translator, directory, quantization=None):
             **translator.length_options._asdict(),
             "quantization": quantization,
         }
-        with open(os.path.join(staging, DECODE_FILE), "w", encoding="utf-8") as f:
-            json.dump(options, f, indent=2)
+        write_options(staging, DECODE_FILE, options)
         os.rename(staging, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -309,14 +308,7 @@ class CTranslate2Translator:
         self, directory, beam_size=None, alpha=None, compute_type="default", intra_threads=0
     ):
         ct2 = _ctranslate2()
-        options_path = os.path.join(directory, DECODE_FILE)
-        if not os.path.isfile(options_path):
-            raise FileNotFoundError(
-                f"{directory!r} is not a CTranslate2 export of keras_transformer: "
-                f"{DECODE_FILE} is missing."
-            )
-        with open(options_path, encoding="utf-8") as f:
-            options = json.load(f)
+        options = read_options(directory, DECODE_FILE, "CTranslate2")
         self.beam_size = options["beam_size"] if beam_size is None else beam_size
         self.alpha = options["alpha"] if alpha is None else alpha
         self.max_length = options["max_length"]

@@ -16,7 +16,7 @@ from keras_transformer.run.average import average_checkpoints
 from keras_transformer.run.data import corpus_split
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
-from keras_transformer.run.export import export, export_ctranslate2_run
+from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
 from keras_transformer.run.train import build_model, compile_from_config, train
 from keras_transformer.run.translators import load_models, load_run, make_translator, translators
 
@@ -29,6 +29,7 @@ __all__ = [
     "evaluate",
     "export",
     "export_ctranslate2_run",
+    "export_litert_run",
     "load_models",
     "load_run",
     "make_translator",

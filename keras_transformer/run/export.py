@@ -1,4 +1,4 @@
-"""Exporting a trained run: a SavedModel for TF Serving, or a CTranslate2 model."""
+"""Exporting a trained run: a SavedModel for TF Serving, a CTranslate2 model, or LiteRT."""
 
 import os
 
@@ -54,7 +54,41 @@ def export_ctranslate2_run(
     from keras_transformer.export.ctranslate2 import export_ctranslate2
 
     translator = make_translator(run_dir, checkpoint, **kw)
-    if directory is None:
-        name = f"{RunDirectory(run_dir).name}-ctranslate2-{quantization or 'float32'}"
-        directory = os.path.join(base_dir, name)
+    directory = directory or default_directory(run_dir, base_dir, "ctranslate2", quantization)
     return export_ctranslate2(translator, directory, quantization=quantization)
+
+
+def export_litert_run(
+    run_dir,
+    directory=None,
+    base_dir=SAVED_MODELS_DIR,
+    checkpoint="best",
+    quantization=None,
+    max_source_length=None,
+    **kw,
+):
+    """Exports a run as a LiteRT translator directory (see `export_litert`).
+
+    `directory` defaults to `{base_dir}/{run name}-litert-{quantization}`
+    (`float32` without quantization); other keyword arguments go to the
+    `Translator` whose search is exported (`beam_size`, `alpha`, the length
+    options).
+
+    Examples:
+        ```python
+        export_litert_run("runs/numbers", quantization="dynamic_int8")
+        ```
+    """
+    from keras_transformer.export.litert import MAX_SOURCE_LENGTH, export_litert
+
+    translator = make_translator(run_dir, checkpoint, **kw)
+    directory = directory or default_directory(run_dir, base_dir, "litert", quantization)
+    return export_litert(
+        translator, directory, quantization, max_source_length or MAX_SOURCE_LENGTH
+    )
+
+
+def default_directory(run_dir, base_dir, export_format, quantization):
+    """`{base_dir}/{run name}-{export_format}-{quantization or "float32"}`."""
+    name = f"{RunDirectory(run_dir).name}-{export_format}-{quantization or 'float32'}"
+    return os.path.join(base_dir, name)

@@ -1,0 +1,140 @@
+"""LiteRT files against the SavedModel and CTranslate2 int8: size, latency, agreement, BLEU.
+
+Exports a trained run as LiteRT float32, float16 and dynamic int8
+(`export_litert`), as the default SavedModel (no XLA, as stock TF Serving runs
+it) and as CTranslate2 int8, then translates the same sentences one at a
+time, as a device does, with each engine in turn (rounds alternate, so
+machine noise hits all). Prints per engine the file size, the one-sentence
+latency (p50, p99), sentences per second, cased BLEU against the references
+and the sentences whose output differs from LiteRT float32's.
+
+    python benchmarks/litert_latency.py --run-dir runs/multi30k_de_en --split val \\
+        --checkpoint averaged [--beam-size 6] [--limit 1014] [--rounds 2]
+
+The last line is JSON, one object per engine, and `int8_bleu_drop` and
+`float16_bleu_drop` (LiteRT float32's BLEU minus theirs).
+"""
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import sacrebleu  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
+
+from keras_transformer import run  # noqa: E402
+from keras_transformer.export import export_translator  # noqa: E402
+from keras_transformer.export.litert import (  # noqa: E402
+    LITERT_FILE,
+    LiteRTTranslator,
+    export_litert,
+)
+
+
+def directory_size(path):
+    """Bytes of every file under `path` (or of the file `path`)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def engines(translator, directory):
+    """`{name: (translate one sentence -> str, size in bytes)}`, each exported into `directory`."""
+    made = {}
+    for quantization in (None, "float16", "dynamic_int8"):
+        name = f"litert_{quantization or 'float32'}"
+        path = export_litert(translator, os.path.join(directory, name), quantization)
+        lite = LiteRTTranslator(path)
+        made[name] = (
+            lambda s, lite=lite: lite([s])[0],
+            directory_size(os.path.join(path, LITERT_FILE)),
+        )
+    saved = export_translator(translator, "model", base_dir=directory, warmup=False)
+    serve = tf.saved_model.load(saved).signatures["serving_default"]
+    made["saved_model"] = (
+        lambda s: serve(inputs=tf.constant([s]))["outputs"].numpy()[0].decode(),
+        directory_size(saved),
+    )
+    try:
+        from keras_transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    except ImportError:
+        print("ctranslate2 is not installed (pip install -e '.[bench]'): its row is left out")
+        return made
+    ct2_dir = export_ctranslate2(translator, os.path.join(directory, "ct2"), quantization="int8")
+    ct2 = CTranslate2Translator(ct2_dir, compute_type="int8")
+    made["ctranslate2_int8"] = (
+        lambda s: ct2([s])[0],
+        directory_size(os.path.join(ct2_dir, "model.bin")),
+    )
+    return made
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--split", default=None, help="default: the run's test split")
+    parser.add_argument("--checkpoint", default="best")
+    parser.add_argument("--beam-size", type=int, default=None, help="default: the run's")
+    parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    translator = run.make_translator(args.run_dir, args.checkpoint, args.beam_size)
+    config = run.load_run(args.run_dir, args.checkpoint)[0]
+    corpus = run.corpus_split(config["data"], args.split or config["data"]["test_split"])
+    sources, references = corpus.sources[: args.limit], corpus.targets[: args.limit]
+    with tempfile.TemporaryDirectory() as directory:
+        made = engines(translator, directory)
+        for translate, _ in made.values():  # warm-up: first calls trace and allocate
+            translate(sources[0])
+        seconds = {name: [] for name in made}
+        outputs = {}
+        for _ in range(args.rounds):
+            for name, (translate, _) in made.items():
+                texts = []
+                for sentence in sources:
+                    start = time.perf_counter()
+                    texts.append(translate(sentence))
+                    seconds[name].append(time.perf_counter() - start)
+                outputs[name] = texts
+    figures = {}
+    base = outputs["litert_float32"]
+    for name, (_, size) in made.items():
+        times = np.array(seconds[name]) * 1000
+        figures[name] = {
+            "megabytes": round(size / 1e6, 2),
+            "p50_ms": round(float(np.percentile(times, 50)), 2),
+            "p99_ms": round(float(np.percentile(times, 99)), 2),
+            "sentences_per_s": round(len(times) / (times.sum() / 1000), 1),
+            "bleu": round(sacrebleu.corpus_bleu(outputs[name], [references]).score, 2),
+            "differ_from_litert_float32": sum(
+                a != b for a, b in zip(outputs[name], base, strict=True)
+            ),
+        }
+        f = figures[name]
+        print(
+            f"{name:18} {f['megabytes']:7.2f} MB  p50 {f['p50_ms']:7.2f} ms  p99 "
+            f"{f['p99_ms']:7.2f} ms  {f['sentences_per_s']:7.1f} sent/s  BLEU {f['bleu']:6.2f}  "
+            f"differs {f['differ_from_litert_float32']}"
+        )
+    drops = {
+        f"{q}_bleu_drop": round(
+            figures["litert_float32"]["bleu"] - figures[f"litert_{q}"]["bleu"], 2
+        )
+        for q in ("float16", "dynamic_int8")
+    }
+    print(
+        json.dumps(
+            {"sentences": len(sources), "beam_size": translator.beam_size, **figures, **drops}
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

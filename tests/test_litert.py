@@ -1,0 +1,147 @@
+"""The LiteRT export against the SavedModel and the package's search, sentence by sentence."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
+
+import keras_transformer as kt
+from keras_transformer import run
+from keras_transformer.datasets import numbers_corpus
+from keras_transformer.text import SentencePieceTokenizer, WordPieceTokenizer
+
+pytest.importorskip("ai_edge_litert")
+from keras_transformer.export.litert import (  # noqa: E402
+    LITERT_FILE,
+    OPTIONS_FILE,
+    LiteRTTranslator,
+    export_litert,
+)
+
+pytestmark = pytest.mark.xdist_group("main_job")  # the README main job's model, run once
+
+RUN = os.path.join("runs", "numbers_de_en")
+EDGE_CASES = ["", "   ", "eins " * 100]  # empty, whitespace only, cut to the source length
+
+
+def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(main_job, tmp_path):
+    directory, _ = main_job
+    sentences = numbers_corpus("test", "de", "en").sources + EDGE_CASES
+    saved_model = tf.saved_model.load(str(directory / "saved_models" / "numbers_de_en" / "1"))
+    serve, ids_of = (
+        saved_model.signatures["serving_default"],
+        saved_model.signatures["translate_ids"],
+    )
+
+    beam = LiteRTTranslator(export_litert(beam_translator(directory), tmp_path / "beam"))
+    assert beam.options["beam_size"] == 4 and beam.max_source_length == 64
+    texts = beam(sentences)
+    for index, sentence in enumerate(sentences):
+        source_ids = beam.source_ids(sentence)  # (1, 64), 0-padded
+        expected = ids_of(source_ids=tf.constant(source_ids))["target_ids"].numpy()
+        np.testing.assert_array_equal(beam.translate_ids(source_ids), expected, str(index))
+        assert texts[index] == serve(inputs=tf.constant([sentence]))["outputs"].numpy()[0].decode()
+    assert texts[-3:-1] == ["", ""] and beam.truncated(sentences[-3:]) == [False, False, True]
+
+    # Greedy search against the package's own, one sentence a call as on a device.
+    greedy_translator = run.make_translator(str(directory / RUN), beam_size=1)
+    reference = greedy_translator.copy(jit_compile=False, max_source_length=64)
+    greedy = LiteRTTranslator(export_litert(greedy_translator, tmp_path / "greedy"))
+    for index, sentence in enumerate(sentences):
+        source_ids = greedy.source_ids(sentence)
+        expected = reference.translate_ids(tf.constant(source_ids)).numpy()
+        np.testing.assert_array_equal(greedy.translate_ids(source_ids), expected, str(index))
+
+
+def beam_translator(directory):
+    return run.make_translator(str(directory / RUN))
+
+
+@pytest.mark.parametrize("quantization", ["float16", "dynamic_int8"])
+def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
+    main_job, tmp_path, quantization
+):
+    directory, _ = main_job
+    sentences = numbers_corpus("test", "de", "en").sources[:300]
+    translator = beam_translator(directory)
+    full = export_litert(translator, tmp_path / "float32")
+    small = export_litert(translator, tmp_path / quantization, quantization=quantization)
+    sizes = [os.path.getsize(os.path.join(d, LITERT_FILE)) for d in (full, small)]
+    assert sizes[1] < 0.6 * sizes[0], sizes
+    outputs = [LiteRTTranslator(d)(sentences) for d in (full, small)]
+    same = np.mean([a == b for a, b in zip(*outputs, strict=True)])
+    assert same >= 0.97, same
+
+
+def test_litert_cli_exports_and_translates(main_job, tmp_path):
+    directory, _ = main_job
+    bin_dir = os.path.dirname(sys.executable)
+    command = os.path.join(bin_dir, "keras-transformer")
+    output = tmp_path / "litert"
+    subprocess.run(
+        [command, "export", "--run-dir", RUN, "--format", "litert", "--output", str(output)]
+        + ["--beam-size", "1", "--quantization", "dynamic_int8"],
+        cwd=directory,
+        check=True,
+        capture_output=True,
+    )
+    done = subprocess.run(
+        [command, "translate", "--litert", str(output), "dreihunderteinundzwanzig", "", "   "],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:3] == ["three hundred and twenty-one", "", ""]
+    for arguments, message in [
+        (
+            ["translate", "--litert", str(tmp_path / "nothing"), "eins"],
+            f"{OPTIONS_FILE} is missing",
+        ),
+        (["translate", "--litert", str(output), "--beam-size", "4", "eins"], "need --run-dir"),
+        (["export", "--run-dir", RUN, "--max-source-length", "32"], "for --format litert"),
+        (["export", "--run-dir", RUN, "--format", "litert", "--quantization", "int4"], "int4"),
+    ]:
+        done = subprocess.run([command, *arguments], cwd=directory, capture_output=True, text=True)
+        assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+
+
+def small_translator(tokenizer_class=SentencePieceTokenizer, **options):
+    corpus = numbers_corpus("train")[:300]
+    tokenizer = tokenizer_class.train(corpus.sources + corpus.targets, vocab_size=100)
+    keras.utils.set_random_seed(0)
+    model = kt.Transformer(1, 16, 2, 32, tokenizer.vocab_size, tokenizer.vocab_size)
+    return kt.Translator(model, tokenizer, tokenizer, max_length=8, **options)
+
+
+@pytest.mark.parametrize(
+    "translator, message",
+    [
+        (lambda: small_translator(sample=True), "sampling and n-best lists are not exported"),
+        (lambda: small_translator(beam_size=2, n_best=2), "Received: sample=False, n_best=2"),
+        (lambda: small_translator(WordPieceTokenizer), "the source tokenizer is a WordPiece"),
+    ],
+    ids=["sampling", "n_best", "wordpiece"],
+)
+def test_what_litert_cannot_hold_is_refused_by_name(translator, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        export_litert(translator(), tmp_path)
+
+
+def test_litert_translator_refuses_bad_input(tmp_path):
+    with pytest.raises(FileNotFoundError, match=rf"{OPTIONS_FILE} is missing"):
+        LiteRTTranslator(tmp_path)
+    translate = LiteRTTranslator(export_litert(small_translator(), tmp_path, max_source_length=8))
+    with pytest.raises(ValueError, match=r"shape \(1, 8\). Received: shape \(1, 9\)"):
+        translate.translate_ids(np.zeros((1, 9), np.int32))
+    with pytest.raises(ValueError, match=r"Received: shape \(1, 8\), dtype float32"):
+        translate.translate_ids(np.zeros((1, 8), np.float32))
+    with pytest.raises(ValueError, match="must be a list of strings"):
+        translate("eins")
+    assert len(translate(["eins", "zwei"])) == 2
