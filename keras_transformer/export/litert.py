@@ -9,13 +9,12 @@ fixed, which LiteRT's memory planner and delegates need: one sentence
 device translates; a fixed source length costs a padded encoder pass, so it is
 chosen at export (64 pieces by default, EOS included).
 
-Tokenization stays outside the model. TensorFlow Text's LiteRT kernels
-(`tflite_registrar`) are built against TensorFlow's own LiteRT runtime and
-tokenize with `FastSentencepieceTokenizer`, not the SentencePiece model the
-package trains with; the SentencePiece models therefore travel beside the
-`.tflite` file, and `LiteRTTranslator` runs them with the `sentencepiece`
-library, which gives the ids TensorFlow Text gives. Requires `ai-edge-litert`
-(`pip install "keras-transformer-nmt[litert]"`).
+Tokenization stays outside the model: TensorFlow Text's LiteRT kernels
+(`tflite_registrar`) must be registered with the interpreter, and
+`ai-edge-litert`'s has no way to register them, so the SentencePiece models
+travel beside the `.tflite` file and `LiteRTTranslator` runs them with the
+`sentencepiece` library, which gives the ids TensorFlow Text gives. Requires
+`ai-edge-litert` (`pip install "keras-transformer-nmt[litert]"`).
 """
 
 import os
