@@ -55,13 +55,33 @@ def workspace(request, data_dir, tmp_path, monkeypatch):
     return tmp_path
 
 
+SERVED = {}  # SavedModel path -> the loaded model, as a server holds it
+
+
+def newest_version(name):
+    """The newest version of `saved_models/{name}`, loaded once, as TF Serving loads it."""
+    base = os.path.join("saved_models", name)
+    versions = [v for v in os.listdir(base) if v.isdigit()]
+    path = os.path.abspath(os.path.join(base, max(versions, key=int)))
+    if path not in SERVED:
+        SERVED[path] = tf.saved_model.load(path)
+    return SERVED[path]
+
+
+def load_served_models():
+    """Loads the newest version of every model under `saved_models/`, before requests come."""
+    names = os.listdir("saved_models") if os.path.isdir("saved_models") else []
+    for name in names:
+        base = os.path.join("saved_models", name)
+        if os.path.isdir(base) and any(v.isdigit() for v in os.listdir(base)):
+            newest_version(name)
+
+
 def predict(request):
     """TF Serving's Predict, answered from the newest version under `saved_models/`."""
     from tensorflow_serving.apis import predict_pb2
 
-    base = os.path.join("saved_models", request.model_spec.name)
-    version = max(os.listdir(base), key=int)
-    loaded = tf.saved_model.load(os.path.join(base, version))
+    loaded = newest_version(request.model_spec.name)
     signature = loaded.signatures[request.model_spec.signature_name or "serving_default"]
     inputs = {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}
     response = predict_pb2.PredictResponse()
@@ -96,6 +116,8 @@ def test_python_examples_run(page, workspace):
     namespace = {"__name__": "__main__"}
     try:
         for line, code in blocks:
+            if server is not None and GRPC_ADDRESS in code:
+                load_served_models()  # a server loads its models before it answers requests
             exec(compile(code, f"{page}:{line}", "exec"), namespace)
     finally:
         if server is not None:

@@ -60,7 +60,7 @@ class PackedTraining:
                 their predictions at each real target token (`r_drop_loss`);
                 the paper's per-sentence objective halved, so its alphas
                 apply (5 for its translation tasks). A step then costs about
-                twice as much. Defaults to 0 (off).
+                2.5 times as much. Defaults to 0 (off).
         """
         check_positive_int("micro_batches", micro_batches)
         check_non_negative("r_drop", r_drop)
