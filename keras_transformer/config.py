@@ -129,6 +129,13 @@ DEFAULTS = {
     "decode": {
         **signature_defaults(Translator, DECODE_OPTIONS),
         "batch_size": 64,
+        # lexical shortlist (0: off): each batch decodes over this many target pieces, the
+        # union of its source pieces' `shortlist_per_source` most frequent companions in
+        # the training pairs and the `shortlist_frequent` most frequent target pieces
+        # (counted once from the training split, kept in the run directory)
+        "shortlist": 0,
+        "shortlist_per_source": 20,
+        "shortlist_frequent": 256,
     },
 }
 
@@ -250,6 +257,9 @@ RULES = {
         "min_length": COUNT,
         "no_repeat_ngram_size": COUNT,
         "batch_size": POSITIVE_INT,
+        "shortlist": COUNT,
+        "shortlist_per_source": POSITIVE_INT,
+        "shortlist_frequent": POSITIVE_INT,
     },
 }
 

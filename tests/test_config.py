@@ -46,8 +46,12 @@ def test_the_layers_share_the_models_defaults():
 
 
 def test_decoding_defaults_are_the_same_everywhere():
-    decode = {k: v for k, v in cfg.DEFAULTS["decode"].items() if k != "batch_size"}
+    decode = {k: v for k, v in cfg.DEFAULTS["decode"].items() if k in cfg.DECODE_OPTIONS}
     assert {k: defaults(kt.Translator)[k] for k in decode} == decode
+    assert defaults(kt.Translator)["shortlist"] is None and cfg.DEFAULTS["decode"]["shortlist"] == 0
+    shortlist = defaults(kt.inference.Shortlist.build)
+    assert shortlist["per_source"] == cfg.DEFAULTS["decode"]["shortlist_per_source"]
+    assert shortlist["frequent"] == cfg.DEFAULTS["decode"]["shortlist_frequent"]
     searched = ["beam_size", "alpha", "max_length"]
     assert {k: defaults(beam_search)[k] for k in searched} == {k: decode[k] for k in searched}
     assert defaults(greedy_search)["max_length"] == decode["max_length"]

@@ -199,6 +199,12 @@ def decode_arguments(p, several_beams=False):
         help="no n-gram of this size twice in an output; 0: allowed "
         "(default: decode.no_repeat_ngram_size)",
     )
+    p.add_argument(
+        "--shortlist",
+        type=count,
+        help="decode each batch over this many target pieces of the run's lexical shortlist; "
+        "0: the whole vocabulary (default: decode.shortlist)",
+    )
 
 
 def beam_sizes(text):

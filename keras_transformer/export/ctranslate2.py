@@ -190,13 +190,15 @@ def _set_cross_attention(attention_spec, attention):
     output.weight, output.bias = _projections(attention, ("output",))
 
 
-def write_spec(spec, directory, quantization=None):
+def write_spec(spec, directory, quantization=None, vmap=None):
     """Writes a filled spec with CTranslate2's converter, which validates and quantizes it.
 
     Args:
         spec: e.g. from `ctranslate2_spec`.
         directory: the model directory to write (overwritten if it exists).
         quantization: None (float32) or one of `QUANTIZATIONS`.
+        vmap: optional path of a vocabulary map (`Shortlist.vmap_lines`),
+            copied into the model for `translate_batch(use_vmap=True)`.
 
     Returns:
         `directory`.
@@ -207,7 +209,9 @@ def write_spec(spec, directory, quantization=None):
         def _load(self):
             return spec
 
-    return SpecConverter().convert(os.fspath(directory), quantization=quantization, force=True)
+    return SpecConverter().convert(
+        os.fspath(directory), vmap=vmap, quantization=quantization, force=True
+    )
 
 
 def export_ctranslate2(translator, directory, quantization=None):
@@ -256,8 +260,17 @@ def export_ctranslate2(translator, directory, quantization=None):
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".ctranslate2-", dir=parent)
+    vmap = os.path.join(
+        parent, f".{os.path.basename(staging)}.vmap"
+    )  # the converter empties staging
     try:
-        write_spec(spec, staging, quantization)
+        if translator.shortlist is not None:
+            lines = translator.shortlist.vmap_lines(
+                translator.source_tokenizer.pieces, translator.target_tokenizer.pieces
+            )
+            with open(vmap, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        write_spec(spec, staging, quantization, vmap if translator.shortlist else None)
         translator.source_tokenizer.save(os.path.join(staging, SOURCE_TOKENIZER))
         translator.target_tokenizer.save(os.path.join(staging, TARGET_TOKENIZER))
         options = {
@@ -267,11 +280,14 @@ def export_ctranslate2(translator, directory, quantization=None):
             "max_source_length": translator.max_source_length,
             **translator.length_options._asdict(),
             "quantization": quantization,
+            "shortlist": translator.shortlist is not None,
         }
         write_options(staging, DECODE_FILE, options)
         os.rename(staging, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if os.path.exists(vmap):
+            os.remove(vmap)
     return directory
 
 
@@ -313,6 +329,7 @@ class CTranslate2Translator:
         self.alpha = options["alpha"] if alpha is None else alpha
         self.max_length = options["max_length"]
         self.max_source_length = options["max_source_length"]
+        self.use_vmap = options.get("shortlist", False)
         self.length_options = LengthOptions(
             **{name: options.get(name, default) for name, default in LENGTH_DEFAULTS.items()}
         )
@@ -356,6 +373,7 @@ class CTranslate2Translator:
                 no_repeat_ngram_size=self.length_options.no_repeat_ngram_size,
                 max_batch_size=max_batch_size,
                 suppress_sequences=self._never_generated,
+                use_vmap=self.use_vmap,
             )
             for i, result in zip(indices, results, strict=True):
                 targets[i] = result.hypotheses[0]

@@ -72,6 +72,11 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
             f"n-best lists are not exported. Received: sample={translator.sample}, "
             f"n_best={translator.n_best}"
         )
+    if translator.shortlist is not None:
+        raise ArgumentError(
+            "The LiteRT export decodes over the whole target vocabulary; give a translator "
+            "without a shortlist (decode.shortlist: 0)."
+        )
     for side in ("source", "target"):
         tokenizer = getattr(translator, f"{side}_tokenizer")
         if not isinstance(tokenizer, SentencePieceTokenizer):

@@ -8,12 +8,15 @@ from keras_transformer.inference.lines import translate_lines, translate_lines_w
 from keras_transformer.inference.probabilities import length_penalty
 from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.inference.sampling import sample
+from keras_transformer.inference.shortlist import Shortlist, Shortlisted
 from keras_transformer.inference.translator import Translator
 
 __all__ = [
     "Ensemble",
     "HypothesisRows",
     "LengthOptions",
+    "Shortlist",
+    "Shortlisted",
     "Translator",
     "beam_search",
     "greedy_search",

@@ -12,6 +12,7 @@ from keras_transformer.inference.greedy import greedy_search
 from keras_transformer.inference.probabilities import check_alpha, length_penalty
 from keras_transformer.inference.rules import LengthOptions, check_length_options
 from keras_transformer.inference.sampling import check_sampling, sample
+from keras_transformer.inference.shortlist import Shortlisted
 from keras_transformer.layers.base import arguments_of
 from keras_transformer.validation import check_positive_int, check_tensorflow_backend
 
@@ -54,6 +55,9 @@ class Translator(tf.Module):
             `max_length_a * source tokens + max_length_b` tokens (None:
             `max_length`), at least `min_length` before EOS, and no n-gram
             of `no_repeat_ngram_size` tokens twice (0: no such rule).
+        shortlist: optional `inference.Shortlist`: each batch decodes over
+            its sources' candidate target pieces only (the others get
+            probability zero), for a cheaper output projection.
 
     `model` may also be an `Ensemble` of models that share the tokenizers.
 
@@ -89,6 +93,7 @@ class Translator(tf.Module):
         max_length_b=None,
         min_length=0,
         no_repeat_ngram_size=0,
+        shortlist=None,
     ):
         check_tensorflow_backend("Translator")
         super().__init__(name="translator")
@@ -138,6 +143,8 @@ class Translator(tf.Module):
         self.max_length_b = max_length_b
         self.min_length = min_length
         self.no_repeat_ngram_size = no_repeat_ngram_size
+        self.shortlist = shortlist
+        self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
     def copy(self, **changes):
@@ -373,7 +380,7 @@ class Translator(tf.Module):
             if constraint_ids is not None:
                 constraint_ids = tf.repeat(constraint_ids, self.n_best, axis=0)
             target_ids, log_probs = sample(
-                self.model,
+                self._decoded,
                 tf.repeat(source_ids, self.n_best, axis=0),
                 bos,
                 eos,
@@ -395,7 +402,7 @@ class Translator(tf.Module):
             )
         if self.beam_size == 1:
             target_ids, log_probs = greedy_search(
-                self.model,
+                self._decoded,
                 source_ids,
                 bos,
                 eos,
@@ -408,7 +415,7 @@ class Translator(tf.Module):
             scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
             return target_ids[:, None], scores[:, None]
         return beam_search(
-            self.model,
+            self._decoded,
             source_ids,
             bos,
             eos,

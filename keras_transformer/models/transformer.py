@@ -278,6 +278,17 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             logits, cache, _ = model.decode_step(np.full([batch], bos_id), 0, cache, state)
             ```
         """
+        x, cache, attention = self.decode_hidden(token_ids, step, cache, state, attention_layer)
+        logits = ops.cast(self.output_logits(x[:, None])[:, 0], "float32")  # (B * k, V)
+        return Step(logits, cache, attention)
+
+    def decode_hidden(self, token_ids, step, cache, state, attention_layer=None):
+        """`decode_step` before the pre-softmax projection.
+
+        Returns:
+            `(x, cache, attention)`: the decoder's output `(B * k, D)` in the
+            compute dtype, and the cache and attention of `decode_step`.
+        """
         x, cache, attention = self.decoder.call_with_cache(
             token_ids[:, None],
             step,
@@ -286,10 +297,22 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             state["context_mask"],
             attention_layer,
         )  # (B * k, 1, D)
-        logits = ops.cast(self.output_logits(x)[:, 0], "float32")  # (B * k, V)
         if attention is not None:
             attention = ops.cast(attention, "float32")
-        return Step(logits, cache, attention)
+        return x[:, 0], cache, attention
+
+    def output_weights(self, ids):
+        """The pre-softmax projection's rows for target pieces `ids` `(n,)`.
+
+        Returns:
+            `(kernel (n, D), bias (n,))`: `output_logits(x)[..., ids]` is
+            `x @ kernel.T + bias`.
+        """
+        if self.final_layer is not None:
+            kernel = ops.transpose(ops.take(self.final_layer.kernel, ids, axis=1))
+            return kernel, ops.take(self.final_layer.bias, ids)
+        embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
+        return ops.take(embeddings, ids, axis=0), ops.take(self.output_bias, ids)
 
     def reorder_cache(self, cache, beams):
         """The cache after beam search chose which hypotheses go on.

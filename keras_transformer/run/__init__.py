@@ -18,7 +18,13 @@ from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
 from keras_transformer.run.train import build_model, compile_from_config, train
-from keras_transformer.run.translators import load_models, load_run, make_translator, translators
+from keras_transformer.run.translators import (
+    load_models,
+    load_run,
+    load_shortlist,
+    make_translator,
+    translators,
+)
 
 __all__ = [
     "RunDirectory",
@@ -32,6 +38,7 @@ __all__ = [
     "export_litert_run",
     "load_models",
     "load_run",
+    "load_shortlist",
     "make_translator",
     "score_pairs",
     "score_translations",

@@ -11,6 +11,7 @@
     averaged.keras         after `average_checkpoints`
     {split}.{checkpoint}.beam{k}.hyp.txt, eval.{split}.{checkpoint}.beam{k}.json
                            after `evaluate`
+    shortlist.k{K}.f{F}.npz the lexical shortlist (`decode.shortlist`), counted on first use
 
 `RunDirectory` is the only code that spells these names. What it loads is
 checked: a missing file says what to run first, a damaged one says which
@@ -86,6 +87,9 @@ class RunDirectory:
     def epoch_checkpoints(self):
         """The per-epoch weight files, oldest first."""
         return epoch_checkpoints(self.checkpoints_dir)
+
+    def shortlist_path(self, per_source, frequent):
+        return self.file(f"shortlist.k{per_source}.f{frequent}.npz")
 
     def hypotheses_path(self, split, checkpoint, beam_size):
         return self.file(f"{split}.{checkpoint}.beam{beam_size}.hyp.txt")

@@ -2,9 +2,12 @@
 
 import os
 
+import tensorflow as tf
+
 from keras_transformer.config import DECODE_OPTIONS
-from keras_transformer.errors import RunError
-from keras_transformer.inference import Ensemble, Translator
+from keras_transformer.errors import ArgumentError, RunError
+from keras_transformer.inference import Ensemble, Shortlist, Translator
+from keras_transformer.run.data import corpus_split
 from keras_transformer.run.directory import RunDirectory
 
 
@@ -40,19 +43,72 @@ def load_models(run_dirs, checkpoint="best"):
     return config, Ensemble([model for _, model, _, _ in loaded]), source, target
 
 
+def load_shortlist(run_dir, config, source_tokenizer, target_tokenizer, size=None):
+    """The run's lexical shortlist for batches of `size` target pieces.
+
+    Counted from the training split with the config's
+    `decode.shortlist_per_source` and `decode.shortlist_frequent` the first
+    time, and kept in the run directory.
+
+    Args:
+        run_dir: the run directory.
+        config: its configuration.
+        source_tokenizer, target_tokenizer: the run's tokenizers.
+        size: target pieces per batch; None takes `decode.shortlist`.
+
+    Examples:
+        ```python
+        shortlist = load_shortlist("runs/numbers", config, source, target, size=256)
+        ```
+    """
+    decode = config["decode"]
+    size = decode["shortlist"] if size is None else size
+    if not size:
+        raise ArgumentError("A shortlist needs a size: set decode.shortlist to a number > 0.")
+    path = RunDirectory(run_dir).shortlist_path(
+        decode["shortlist_per_source"], decode["shortlist_frequent"]
+    )
+    if os.path.exists(path):
+        return Shortlist.load(path, size)
+    pairs = corpus_split(config["data"], config["data"]["train_split"])
+    rows = [
+        tokenizer.tokenize(tf.constant(texts)).to_list()
+        for tokenizer, texts in [
+            (source_tokenizer, pairs.sources),
+            (target_tokenizer, pairs.targets),
+        ]
+    ]
+    shortlist = Shortlist.build(
+        *rows,
+        source_tokenizer.vocab_size,
+        target_tokenizer.vocab_size,
+        per_source=decode["shortlist_per_source"],
+        frequent=decode["shortlist_frequent"],
+        size=size,
+    )
+    shortlist.save(path)
+    return shortlist
+
+
 def translators(
     run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None, **options
 ):
     """`([Translator per beam size], config)` of a trained run (or runs), loaded once.
 
     Decoding options of the config's `decode` section that are None or not
-    given take the config's value.
+    given take the config's value; so does `shortlist` (a size, 0 for none),
+    which loads the run's `load_shortlist`.
     """
     config, model, source, target = load_models(run_dir, checkpoint)
     options.update(alpha=alpha, max_length=max_length)
     for name in DECODE_OPTIONS:
         if name != "beam_size" and options.get(name) is None:
             options[name] = config["decode"][name]
+    size = options.pop("shortlist", None)
+    size = config["decode"]["shortlist"] if size is None else size
+    if size:
+        first = run_dir if isinstance(run_dir, (str, os.PathLike)) else run_dir[0]
+        options["shortlist"] = load_shortlist(first, config, source, target, size)
     made = [
         Translator(
             model,

@@ -1,0 +1,246 @@
+"""Lexical shortlists: a step's output projection over the target pieces a source can use.
+
+Most of a decoding step's pre-softmax projection goes to target pieces that
+cannot follow the source at hand. A shortlist (Marian's lexical shortlists,
+CTranslate2's `vmap`) lists, for each source piece, the target pieces that
+most often occur in the same training pairs, plus the most frequent target
+pieces overall. A batch then decodes over the union of its sources' lists:
+the projection becomes a product with `size` rows of the embedding instead of
+all `V`, and every other piece gets probability zero.
+
+The union has a fixed size so that the search compiles once (XLA, and one
+graph for a SavedModel): when a batch's union is larger, the pieces listed
+by more of the batch's source pieces are kept (ties: the more frequent in
+the training targets); when it is smaller, the most frequent of the others
+fill it up. A sentence's translation can therefore depend on the sentences
+it is batched with, as with other toolkits' shortlists; the union grows with
+the batch, so `size` is chosen for the batch size used.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.probabilities import MINUS_INF
+from keras_transformer.models.step import Step, StepWrapper
+from keras_transformer.models.transformer import Transformer
+from keras_transformer.validation import check_positive_int
+
+ALWAYS = (UNK_ID, EOS_ID)  # candidates of every batch
+
+
+class Shortlist:
+    """The candidate target pieces of each source piece, and how many a batch decodes over.
+
+    Args:
+        candidates: int `(source vocabulary, K)`: row s lists the target
+            pieces most often seen with source piece s (padded with
+            `PAD_ID`).
+        frequency: int `(target vocabulary,)`: how often each target piece
+            occurs in the training targets; ranks the pieces when a batch's
+            union is cut or filled to `size`, and its `frequent` most
+            frequent pieces are candidates of every batch.
+        frequent: how many of the most frequent target pieces every batch
+            keeps.
+        size: target pieces a batch decodes over (at most the vocabulary).
+
+    Examples:
+        ```python
+        shortlist = Shortlist.build(source_rows, target_rows, 8000, 8000, size=1024)
+        ids = shortlist.vocab_ids(source_ids)  # (1024,) the batch's target pieces
+        ```
+    """
+
+    def __init__(self, candidates, frequency, frequent, size):
+        self.candidates = np.asarray(candidates, np.int32)
+        self.frequency = np.asarray(frequency, np.int64)
+        if self.candidates.ndim != 2 or self.frequency.ndim != 1:
+            raise ArgumentError(
+                "A shortlist needs candidates (source vocabulary, K) and frequency (target "
+                f"vocabulary,). Received shapes {self.candidates.shape} and "
+                f"{self.frequency.shape}"
+            )
+        check_positive_int("size", size)
+        check_positive_int("frequent", frequent)
+        self.target_vocab_size = len(self.frequency)
+        self.frequent = min(frequent, self.target_vocab_size)
+        self.size = min(size, self.target_vocab_size)
+        order = np.argsort(-self.frequency, kind="stable")  # most frequent first
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        # A piece's priority among the others: the more frequent, the higher.
+        self._priority = (self.target_vocab_size - rank).astype(np.float32)  # (V,)
+        always = np.zeros(self.target_vocab_size, bool)
+        always[order[: self.frequent]] = True
+        always[[i for i in ALWAYS if i < self.target_vocab_size]] = True
+        always[[i for i in (PAD_ID, BOS_ID) if i < self.target_vocab_size]] = False
+        self._always = always
+
+    @classmethod
+    def build(
+        cls,
+        source_rows,
+        target_rows,
+        source_vocab_size,
+        target_vocab_size,
+        per_source=20,
+        frequent=256,
+        size=1024,
+    ):
+        """A shortlist counted from tokenized training pairs.
+
+        Each source piece lists the `per_source` target pieces that occur in
+        the most pairs with it, leaving out the `frequent` most frequent
+        target pieces (every batch has those).
+
+        Args:
+            source_rows, target_rows: the pairs' token ids, two sequences of
+                int sequences of the same length (ragged tensors' `to_list()`
+                or lists of arrays).
+            source_vocab_size, target_vocab_size: the model's vocabularies.
+            per_source: candidates per source piece, K.
+            frequent: most frequent target pieces kept for every batch.
+            size: target pieces a batch decodes over.
+        """
+        check_positive_int("per_source", per_source)
+        if len(source_rows) != len(target_rows):
+            raise ArgumentError(
+                f"A shortlist is counted from pairs: got {len(source_rows)} sources and "
+                f"{len(target_rows)} targets"
+            )
+        keys, targets = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        for source, target in zip(source_rows, target_rows, strict=True):
+            targets.append(np.asarray(target, np.int64))
+            pairs = np.unique(np.asarray(source, np.int64))[:, None] * target_vocab_size
+            keys.append((pairs + np.unique(targets[-1])[None, :]).ravel())  # (s, t) once a pair
+        frequency = np.bincount(np.concatenate(targets), minlength=target_vocab_size)
+        keys, counts = np.unique(np.concatenate(keys), return_counts=True)
+        common = np.argsort(-frequency, kind="stable")[:frequent]
+        counts[np.isin(keys % target_vocab_size, common)] = 0  # batches have those anyway
+        candidates = np.full((source_vocab_size, per_source), PAD_ID, np.int32)
+        by_source = keys // target_vocab_size
+        order = np.lexsort((-counts, by_source))  # per source piece, most pairs first
+        keys, counts, by_source = keys[order], counts[order], by_source[order]
+        starts = np.searchsorted(by_source, np.arange(source_vocab_size))
+        ends = np.searchsorted(by_source, np.arange(source_vocab_size), side="right")
+        for piece in np.flatnonzero(ends > starts):
+            top = slice(starts[piece], min(ends[piece], starts[piece] + per_source))
+            listed = keys[top][counts[top] > 0] % target_vocab_size
+            candidates[piece, : len(listed)] = listed
+        return cls(candidates, frequency, frequent, size)
+
+    def save(self, path):
+        """Writes the shortlist to `path` (NumPy `.npz`)."""
+        np.savez(
+            path,
+            candidates=self.candidates,
+            frequency=self.frequency,
+            frequent=self.frequent,
+            size=self.size,
+        )
+
+    @classmethod
+    def load(cls, path, size=None):
+        """The shortlist saved at `path`, optionally with another batch `size`."""
+        with np.load(path) as saved:
+            return cls(
+                saved["candidates"],
+                saved["frequency"],
+                int(saved["frequent"]),
+                int(saved["size"]) if size is None else size,
+            )
+
+    def vocab_ids(self, source_ids):
+        """The target pieces a batch decodes over: int32 `(size,)`, in no set order.
+
+        Args:
+            source_ids: int `(B, S)`, 0-padded: the batch's sources.
+        """
+        listed = tf.gather(tf.constant(self.candidates), tf.reshape(source_ids, [-1]))  # (B*S, K)
+        hits = tf.math.bincount(
+            tf.reshape(listed, [-1]),
+            minlength=self.target_vocab_size,
+            maxlength=self.target_vocab_size,
+        )  # (V,)
+        hits = tf.where(tf.range(self.target_vocab_size) == PAD_ID, 0, hits)
+        # Every batch's pieces first, then those listed by more of the batch's source
+        # pieces, then the more frequent.
+        vocab = float(self.target_vocab_size)
+        priority = tf.cast(hits, tf.float32) * vocab + self._priority
+        priority = tf.where(self._always, vocab * vocab * vocab, priority)
+        return tf.math.top_k(priority, self.size, sorted=False).indices  # (size,)
+
+    def union_size(self, source_ids):
+        """How many target pieces the union of a batch's lists holds, before it is cut
+        or filled to `size`."""
+        listed = set(self.candidates[np.asarray(source_ids)].ravel().tolist())
+        return len((listed | set(np.flatnonzero(self._always).tolist())) - {PAD_ID})
+
+    def vmap_lines(self, source_pieces, target_pieces):
+        """The shortlist as CTranslate2's vocabulary map: one line per source piece,
+        `piece<TAB>candidates`, and a first line with no piece for every batch's."""
+        always = " ".join(target_pieces[i] for i in np.flatnonzero(self._always))
+        lines = [f"\t{always}"]
+        for piece, row in enumerate(self.candidates[: len(source_pieces)]):
+            listed = [target_pieces[i] for i in row if i != PAD_ID]
+            if listed and piece not in (PAD_ID, BOS_ID):
+                lines.append(f"{source_pieces[piece]}\t{' '.join(listed)}")
+        return lines
+
+
+class Shortlisted(StepWrapper):
+    """A `Transformer` decoded over its batch's shortlist: the other pieces get logit -inf.
+
+    Every search decodes through it as through the model itself; the
+    logits it returns are the model's at the listed pieces.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        shortlist: a `Shortlist` of the model's vocabularies.
+
+    Examples:
+        ```python
+        token_ids, scores = beam_search(Shortlisted(model, shortlist), source_ids, 2, 3)
+        ```
+    """
+
+    def __init__(self, model, shortlist):
+        if not isinstance(model, Transformer):
+            raise ArgumentError(
+                f"A shortlist decodes a Transformer; received {type(model).__name__}"
+            )
+        if shortlist.target_vocab_size != model.target_vocab_size:
+            raise ArgumentError(
+                f"The shortlist has {shortlist.target_vocab_size} target pieces, the model "
+                f"{model.target_vocab_size}."
+            )
+        super().__init__(model)
+        self.shortlist = shortlist
+
+    def encode(self, source_ids):
+        ids = self.shortlist.vocab_ids(source_ids)  # (n,)
+        kernel, bias = self.model.output_weights(ids)  # (n, D), (n,)
+        n, vocab = tf.shape(ids)[0], self.model.target_vocab_size
+        # Column of each vocabulary piece in the shortlisted logits; n: the -inf column.
+        column = tf.tensor_scatter_nd_update(tf.fill([vocab], n), ids[:, None], tf.range(n))
+        return {
+            "model": self.model.encode(source_ids),
+            "kernel": kernel,
+            "bias": bias,
+            "column": column,
+        }
+
+    def initial_cache(self, state, max_length, beam_size=1):
+        return self.model.initial_cache(state["model"], max_length, beam_size)
+
+    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
+        x, cache, attention = self.model.decode_hidden(
+            token_ids, step, cache, state["model"], attention_layer
+        )  # (B*k, D)
+        kernel = tf.cast(state["kernel"], x.dtype)
+        logits = tf.matmul(x, kernel, transpose_b=True) + tf.cast(state["bias"], x.dtype)
+        logits = tf.cast(logits, tf.float32)  # (B*k, n)
+        unlisted = tf.fill([tf.shape(logits)[0], 1], MINUS_INF)
+        logits = tf.gather(tf.concat([logits, unlisted], axis=1), state["column"], axis=1)
+        return Step(logits, cache, attention)  # (B*k, V)
