@@ -113,14 +113,14 @@ class FixedCache(StepWrapper):
     grows_cache = False
 
 
-def test_cache_lengths_halve_max_length_down_to_64_positions_for_a_cache_that_grows():
+def test_cache_lengths_halve_max_length_down_to_16_positions_for_a_cache_that_grows():
     model = random_model(norm_first=False)
-    assert cache_lengths(model, 256) == [64, 128, 256]
-    assert cache_lengths(model, 300) == [75, 150, 300]
-    assert cache_lengths(model, 127) == [127]
+    assert cache_lengths(model, 256) == [16, 32, 64, 128, 256]
+    assert cache_lengths(model, 80) == [20, 40, 80]
+    assert cache_lengths(model, 31) == [31]
     assert cache_lengths(model, 10) == [10]
     assert cache_lengths(FixedCache(model), 256) == [256]
-    assert cache_lengths(HypothesisRows(model), 128) == [64, 128]
+    assert cache_lengths(HypothesisRows(model), 64) == [16, 32, 64]
     assert cache_lengths(HypothesisRows(FixedCache(model)), 128) == [128]
     with pytest.raises(ValueError, match="can only grow.*max_length=4 for a cache of 8"):
         model.grow_cache(model.initial_cache(model.encode(np.ones((1, 2), "int32")), 8), 4)
