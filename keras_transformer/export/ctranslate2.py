@@ -26,6 +26,7 @@ Requires the optional `ctranslate2` package (`pip install
 """
 
 import math
+import numbers
 import os
 import shutil
 import tempfile
@@ -312,6 +313,9 @@ class CTranslate2Translator:
         compute_type: CTranslate2's compute type, e.g. `"default"` (the
             saved weights), `"int8"`, `"float32"`.
         intra_threads: threads per translation (0: CTranslate2's default).
+        patience: CTranslate2's beam search patience: a sentence's search
+            goes on until `beam_size * patience` hypotheses have ended
+            (1, CTranslate2's default, stops the soonest).
 
     Examples:
         ```python
@@ -321,9 +325,20 @@ class CTranslate2Translator:
     """
 
     def __init__(
-        self, directory, beam_size=None, alpha=None, compute_type="default", intra_threads=0
+        self,
+        directory,
+        beam_size=None,
+        alpha=None,
+        compute_type="default",
+        intra_threads=0,
+        patience=1,
     ):
         ct2 = _ctranslate2()
+        if isinstance(patience, bool) or not isinstance(patience, numbers.Real) or patience < 1:
+            raise ArgumentError(
+                f"`patience` must be a number >= 1. Received: patience={patience!r}"
+            )
+        self.patience = patience
         options = read_options(directory, DECODE_FILE, "CTranslate2")
         self.beam_size = options["beam_size"] if beam_size is None else beam_size
         self.alpha = options["alpha"] if alpha is None else alpha
@@ -368,6 +383,7 @@ class CTranslate2Translator:
                 [source_pieces[i] for i in indices],
                 beam_size=self.beam_size,
                 length_penalty=self.alpha if self.beam_size > 1 else 0.0,
+                patience=self.patience,
                 max_decoding_length=limit,
                 min_decoding_length=self.length_options.min_length,
                 no_repeat_ngram_size=self.length_options.no_repeat_ngram_size,
