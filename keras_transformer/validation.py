@@ -35,10 +35,19 @@ def check_positive_int(name, value):
         raise ArgumentError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
 
 
+def check_at_least(name, value, minimum):
+    """Raises unless `value` is a finite number >= `minimum` (booleans are not numbers)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not minimum <= value < math.inf
+    ):
+        raise ArgumentError(f"`{name}` must be a number >= {minimum}. Received: {name}={value!r}")
+
+
 def check_non_negative(name, value):
     """Raises unless `value` is a finite number >= 0 (booleans are not numbers)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
-        raise ArgumentError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
+    check_at_least(name, value, 0)
 
 
 def check_rate(name, value):

@@ -26,7 +26,6 @@ Requires the optional `ctranslate2` package (`pip install
 """
 
 import math
-import numbers
 import os
 import shutil
 import tempfile
@@ -42,6 +41,7 @@ from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.text import load_tokenizer
+from keras_transformer.validation import check_at_least
 
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
 POSITIONS = 1024
@@ -334,10 +334,7 @@ class CTranslate2Translator:
         patience=1,
     ):
         ct2 = _ctranslate2()
-        if isinstance(patience, bool) or not isinstance(patience, numbers.Real) or patience < 1:
-            raise ArgumentError(
-                f"`patience` must be a number >= 1. Received: patience={patience!r}"
-            )
+        check_at_least("patience", patience, 1)
         self.patience = patience
         options = read_options(directory, DECODE_FILE, "CTranslate2")
         self.beam_size = options["beam_size"] if beam_size is None else beam_size

@@ -184,11 +184,10 @@ def cache_lengths(model, max_length):
     `grows_cache` is True starts with the smallest and doubles it each time
     it is full, so a step attends over at most twice the positions written
     so far (or 16) instead of all `max_length`. Real outputs are short, so
-    most batches end in the first one or two caches: beam 4 decodes 1.3-1.5x
-    and greedy search 1.1-1.2x more sentences a second than with one cache
-    of 64 or 80, with XLA and without it. Each size compiles one more XLA
-    loop, a few seconds once per process. Other models decode with one cache
-    of `max_length`.
+    most batches end in the first one or two caches, faster than in one
+    cache of 64 or more (figures in docs/design/decoding-cache.md); each
+    size compiles one more XLA loop, a few seconds once per process. Other
+    models decode with one cache of `max_length`.
 
     Args:
         model: an object with the step interface.
