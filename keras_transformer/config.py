@@ -225,6 +225,8 @@ RULES = {
         "activation": TEXT,
         "positional_encoding_layout": one_of(*LAYOUTS),
         "shared_embeddings": one_of(*SHARED_EMBEDDINGS),
+        "num_encoder_layers": optional(POSITIVE_INT),
+        "num_decoder_layers": optional(POSITIVE_INT),
     },
     "train": {
         "epochs": POSITIVE_INT,

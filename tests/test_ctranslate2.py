@@ -44,8 +44,9 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
             activation="gelu",
             positional_encoding_layout="concatenated",
         ),
+        dict(num_encoder_layers=3, num_decoder_layers=1),
     ],
-    ids=["post_ln", "pre_ln_tied_gelu_concatenated"],
+    ids=["post_ln", "pre_ln_tied_gelu_concatenated", "deep_encoder_shallow_decoder"],
 )
 def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tmp_path):
     corpus = numbers_corpus("train")[:400]

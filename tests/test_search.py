@@ -17,7 +17,7 @@ from keras_transformer.models import StepWrapper
 BOS, EOS = 2, 3
 
 
-def random_model(norm_first, shared_embeddings=None):
+def random_model(norm_first, shared_embeddings=None, **depths):
     vocab = 60 if shared_embeddings == "all" else 50
     return kt.Transformer(
         2,
@@ -30,14 +30,23 @@ def random_model(norm_first, shared_embeddings=None):
         dropout_rate=0.3,
         attention_dropout_rate=0.2,
         shared_embeddings=shared_embeddings,
+        **depths,
     )
 
 
 @pytest.mark.parametrize(
-    "norm_first, shared_embeddings", [(False, None), (True, None), (False, "all")]
+    "norm_first, shared_embeddings, depths",
+    [
+        (False, None, {}),
+        (True, None, {}),
+        (False, "all", {}),
+        (True, None, dict(num_encoder_layers=3, num_decoder_layers=1)),
+    ],
 )
-def test_cached_step_by_step_logits_equal_the_full_forward_pass(norm_first, shared_embeddings):
-    model = random_model(norm_first, shared_embeddings)
+def test_cached_step_by_step_logits_equal_the_full_forward_pass(
+    norm_first, shared_embeddings, depths
+):
+    model = random_model(norm_first, shared_embeddings, **depths)
     rng = np.random.default_rng(0)
     source = rng.integers(1, 50, (3, 7)).astype("int32")
     source[1, 4:] = 0

@@ -91,6 +91,22 @@ def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(
         assert loaded.decoder.embedding is loaded.encoder.embedding
 
 
+def test_the_encoder_and_the_decoder_can_each_have_a_depth_of_their_own(tmp_path):
+    model = small_model(num_layers=2, num_encoder_layers=3, num_decoder_layers=1)
+    logits = ops.convert_to_numpy(model((SOURCE, TARGET)))
+    symmetric = small_model(num_layers=2)
+    symmetric((SOURCE, TARGET))
+    encoder_layer = sum(w.size for w in symmetric.encoder.blocks[0].get_weights())
+    decoder_layer = sum(w.size for w in symmetric.decoder.blocks[0].get_weights())
+    # One more encoder layer and one fewer decoder layer than `symmetric`.
+    assert model.count_params() == symmetric.count_params() + encoder_layer - decoder_layer
+
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras", compile=False)
+    assert [len(loaded.encoder.blocks), len(loaded.decoder.blocks)] == [3, 1]
+    np.testing.assert_array_equal(ops.convert_to_numpy(loaded((SOURCE, TARGET))), logits)
+
+
 @pytest.mark.parametrize("shared_embeddings, tied_matrices", [("output", 1), ("all", 2)])
 def test_shared_embeddings_are_one_matrix_that_also_projects_to_logits(
     shared_embeddings, tied_matrices
@@ -132,6 +148,8 @@ def test_bad_sizes_fail_early():
         small_model(d_model=30)
     with pytest.raises(ValueError, match=r"`num_layers` must be a positive integer.*num_layers=0"):
         small_model(num_layers=0)
+    with pytest.raises(ValueError, match=r"`num_decoder_layers` must be a positive.*=0"):
+        small_model(num_decoder_layers=0)
     with pytest.raises(
         ValueError, match=r"`dropout_rate` must be a number in \[0, 1\).*dropout_rate=-0.1"
     ):

@@ -94,7 +94,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
             f"CTranslate2 has no activation {activation!r}; it has {sorted(_ACTIVATIONS)}."
         )
     spec = specs.TransformerSpec.from_config(
-        model.num_layers,
+        (model.encoder.num_layers, model.decoder.num_layers),
         model.num_heads,
         pre_norm=model.norm_first,
         activation=getattr(specs.Activation, _ACTIVATIONS[activation]),
