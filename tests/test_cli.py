@@ -457,6 +457,8 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
         "activation": "gelu",
         "positional_encoding_layout": "concatenated",
         "shared_embeddings": "all",
+        "num_encoder_layers": 3,
+        "num_decoder_layers": 1,
     }
     assert chosen.keys() == DEFAULTS["model"].keys()
     for name, value in chosen.items():
