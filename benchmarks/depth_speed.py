@@ -17,15 +17,14 @@ speed over the reference's (above 1: faster).
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from decode_speed import time_alternately  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer.inference import beam_search, greedy_search  # noqa: E402
@@ -35,7 +34,9 @@ VOCAB, BATCH, SOURCE_LENGTH, NEW_TOKENS = 8000, 64, 16, 32
 
 
 def build(encoder_layers, decoder_layers):
-    """A compiled recipe-width Transformer with these depths, and its three timed calls."""
+    """A compiled recipe-width Transformer with these depths, and its three timed
+    functions of a batch of sources (the training step ignores it and trains on
+    fixed random pairs)."""
     model = kt.Transformer(
         encoder_layers,
         256,
@@ -50,7 +51,6 @@ def build(encoder_layers, decoder_layers):
     model.compile(optimizer="adam", loss=kt.MaskedSparseCategoricalCrossentropy())
     rng = np.random.default_rng(0)
     pairs = [rng.integers(3, VOCAB, (BATCH, 32)).astype("int32") for _ in range(3)]
-    sources = rng.integers(3, VOCAB, (BATCH, SOURCE_LENGTH)).astype("int32")
     greedy = tf.function(
         lambda s: greedy_search(model, s, BOS, NEVER, max_length=NEW_TOKENS)[0],
         jit_compile=True,
@@ -59,14 +59,12 @@ def build(encoder_layers, decoder_layers):
         lambda s: beam_search(model, s, BOS, NEVER, max_length=NEW_TOKENS, beam_size=4)[0],
         jit_compile=True,
     )
-    calls = {
-        "train_step": lambda: model.train_on_batch((pairs[0], pairs[1]), pairs[2]),
-        "greedy": lambda: np.asarray(greedy(sources)),
-        "beam4": lambda: np.asarray(beam(sources)),
+    functions = {
+        "train_step": lambda _: model.train_on_batch((pairs[0], pairs[1]), pairs[2]),
+        "greedy": greedy,
+        "beam4": beam,
     }
-    for call in calls.values():
-        call()  # trace, compile and warm up
-    return model, calls
+    return model, functions
 
 
 def main():
@@ -76,17 +74,16 @@ def main():
     args = parser.parse_args()
     depths = [tuple(int(n) for n in depth.split("+")) for depth in args.depths.split(",")]
     keras.utils.set_random_seed(0)
+    sources = np.random.default_rng(0).integers(3, VOCAB, (BATCH, SOURCE_LENGTH)).astype("int32")
     models = {f"{e}+{d}": build(e, d) for e, d in depths}
-    seconds = {name: {call: [] for call in calls} for name, (_, calls) in models.items()}
-    for _ in range(args.rounds):
-        for name, (_, calls) in models.items():
-            for call, function in calls.items():
-                start = time.perf_counter()
-                function()
-                seconds[name][call].append(time.perf_counter() - start)
+    functions = {
+        (name, call): function
+        for name, (_, calls) in models.items()
+        for call, function in calls.items()
+    }
+    seconds, _ = time_alternately(functions, [sources], args.rounds)  # warms each up first
     median = {
-        name: {call: statistics.median(times) for call, times in calls.items()}
-        for name, calls in seconds.items()
+        name: {call: seconds[name, call] for call in calls} for name, (_, calls) in models.items()
     }
     reference = next(iter(median))
     print(f"{'depths':7s} {'parameters':>10s} {'train step':>11s} {'greedy':>9s} {'beam 4':>9s}")
