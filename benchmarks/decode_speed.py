@@ -46,9 +46,14 @@ prints sentences/s, target tokens/s (the output's target pieces) and the share
 of sentences each engine translates as the package's search of the same beam
 size does. Its JSON line holds `greedy_over_ct2_int8` and
 `beam4_over_ct2_int8`: the package's sentences/s over CTranslate2 int8's.
+CTranslate2's beam search stops a sentence once `beam_size * patience`
+hypotheses have ended (patience 1 unless `--patience P`); with `--patience P`
+the package also decodes beam 4 with that patience
+(`beam4_patience_over_ct2_int8`), the same rule as CTranslate2's.
 
     python benchmarks/decode_speed.py --rounds 5 [--baseline 6d8072f [--run-dir runs/x]]
     python benchmarks/decode_speed.py --run-dir runs/x [--split val] [--checkpoint averaged]
+        [--patience 1]
 """
 
 import argparse
@@ -272,7 +277,7 @@ def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
     return ratios, differ, round(beam4_cost, 2)
 
 
-def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads):
+def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads, patience=None):
     """Sentences/s, target tokens/s and agreement of the package and CTranslate2 on a run."""
     from keras_transformer import run
     from keras_transformer.export import CTranslate2Translator, export_ctranslate2
@@ -285,12 +290,17 @@ def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads):
         "package greedy": lambda s: translate_lines(greedy, s, 64),
         "package beam4": lambda s: translate_lines(beam, s, 64),
     }
+    if patience is not None:
+        stops_sooner = beam.copy(patience=patience)
+        engines["package beam4 patience"] = lambda s: translate_lines(stops_sooner, s, 64)
     folder = tempfile.mkdtemp(prefix="ct2_")
     for weights in ("float32", "int8"):
         directory = os.path.join(folder, weights)
         export_ctranslate2(beam, directory, quantization=None if weights == "float32" else weights)
         for size, name in ((1, "greedy"), (4, "beam4")):
-            engine = CTranslate2Translator(directory, beam_size=size, intra_threads=threads)
+            engine = CTranslate2Translator(
+                directory, beam_size=size, intra_threads=threads, patience=patience or 1
+            )
             engines[f"ct2 {weights} {name}"] = lambda s, e=engine: e(s, 64)
     outputs = {name: translate(sources) for name, translate in engines.items()}  # warm-up
     seconds = {name: [] for name in engines}
@@ -299,21 +309,31 @@ def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads):
             start = time.perf_counter()
             translate(sources)
             seconds[name].append(time.perf_counter() - start)
-    result = {"run_dir": run_dir, "split": split, "sentences": len(sources), "rounds": rounds}
-    print(f"{split}: {len(sources)} sentences, CTranslate2 with {threads} thread(s)")
+    result = {
+        "run_dir": run_dir,
+        "split": split,
+        "sentences": len(sources),
+        "rounds": rounds,
+        "patience": patience or 1,
+    }
+    print(
+        f"{split}: {len(sources)} sentences, CTranslate2 with {threads} thread(s) "
+        f"and patience {patience or 1}"
+    )
     for name, output in outputs.items():
         rate = len(sources) / statistics.median(seconds[name])
         tokens = int(greedy.target_tokenizer.tokenize(tf.constant(output)).flat_values.shape[0])
-        search = name.split()[-1]
-        reference = outputs[f"package {search}"]
+        search = "beam4" if "beam4" in name else "greedy"
+        reference = outputs[f"package {search}"]  # the package's exact search
         same = np.mean([a == b for a, b in zip(output, reference, strict=True)])
         tokens_s = tokens * rate / len(sources)
         print(f"{name:20s} {rate:8.1f} sentences/s {tokens_s:9.0f} tokens/s, same {same:.1%}")
         key = name.replace(" ", "_")
         result.update({f"{key}_sent_s": round(rate, 2), f"{key}_same": round(float(same), 4)})
-    for search in ("greedy", "beam4"):
-        ratio = result[f"package_{search}_sent_s"] / result[f"ct2_int8_{search}_sent_s"]
-        result[f"{search}_over_ct2_int8"] = round(ratio, 3)
+    for search, ours in [("greedy", "greedy"), ("beam4", "beam4"), ("beam4", "beam4_patience")]:
+        if f"package_{ours}_sent_s" in result:
+            ratio = result[f"package_{ours}_sent_s"] / result[f"ct2_int8_{search}_sent_s"]
+            result[f"{ours}_over_ct2_int8"] = round(ratio, 3)
     return result
 
 
@@ -328,10 +348,15 @@ def main():
     parser.add_argument("--split", help="with --run-dir alone: default the run's test split")
     parser.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
     parser.add_argument("--ct2-threads", type=int, default=1, help="CTranslate2 intra_threads")
+    parser.add_argument(
+        "--patience",
+        type=float,
+        help="with --run-dir: beam 4 of both engines stops once 4 * P hypotheses have ended",
+    )
     args = parser.parse_args()
     if args.run_dir and not args.baseline:
         result = compare_with_ctranslate2(
-            args.run_dir, args.split, args.checkpoint, args.rounds, args.ct2_threads
+            args.run_dir, args.split, args.checkpoint, args.rounds, args.ct2_threads, args.patience
         )
         print(json.dumps(result))
         return

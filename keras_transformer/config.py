@@ -58,6 +58,7 @@ DECODE_OPTIONS = [
     "max_length_b",
     "min_length",
     "no_repeat_ngram_size",
+    "patience",
 ]
 MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 
@@ -126,6 +127,9 @@ DEFAULTS = {
         "devices": 1,
         "seed": 0,
     },
+    # patience: null ends a sentence's beam search when its output is certain; a number
+    # p >= 1 also ends it once p * beam_size hypotheses have ended (CTranslate2's patience):
+    # faster, but the best hypothesis may be lost
     "decode": {
         **signature_defaults(Translator, DECODE_OPTIONS),
         "batch_size": 64,
@@ -258,6 +262,7 @@ RULES = {
         "max_length_b": optional(Rule((int,), "an integer")),
         "min_length": COUNT,
         "no_repeat_ngram_size": COUNT,
+        "patience": optional(Rule((float,), "a number >= 1", lambda v: 1 <= v < math.inf)),
         "batch_size": POSITIVE_INT,
         "shortlist": COUNT,
         "shortlist_per_source": POSITIVE_INT,

@@ -153,8 +153,9 @@ def test_ctranslate2_export_translates_as_the_run_does_greedily(run, tmp_path, c
     directory = base / "numbers-ctranslate2-int8"
     assert f"exported: {directory}" in capsys.readouterr().out
     assert json.loads((directory / "config.json").read_text())["add_source_eos"]
-    assert cli(*args, "--output", tmp_path / "f32") == 0
+    assert cli(*args, "--output", tmp_path / "f32", "--patience", "2") == 0
     assert CTranslate2Translator(tmp_path / "f32", beam_size=1)(sentences) == from_run
+    assert CTranslate2Translator(tmp_path / "f32").patience == 2  # the exported search's
     assert cli(*args, "--quantization", "int8") == 2  # the directory exists
     assert "exists" in capsys.readouterr().err
     assert cli("export", "--run-dir", run, "--quantization", "int8") == 2
@@ -220,11 +221,12 @@ def test_translate_takes_length_options_and_reports_cut_sources(run, capsys, mon
     rows = [line.split("\t") for line in out.splitlines()]
     assert [int(r[0]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert all(len(r[2].split()) <= 3 for r in rows) and rows[4][2] == ""
-    for bad in (["--alpha", "nan"], ["--min-length", "-1"]):
+    for bad in (["--alpha", "nan"], ["--min-length", "-1"], ["--patience", "0.5"]):
         with pytest.raises(SystemExit) as exit_info:
             cli("translate", "--run-dir", run, *bad, "x")
         assert exit_info.value.code == 2
-    assert "give a finite number. Received: 'nan'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "give a finite number. Received: 'nan'" in err and "give a number >= 1" in err
     assert cli("translate", "--run-dir", run, "--min-length", 30, "x") == 2
     assert "`min_length` counts the tokens before EOS" in capsys.readouterr().err
 

@@ -476,6 +476,72 @@ def test_n_best_are_the_exhaustive_n_best_in_order(seed, alpha):
             assert_output(tokens.numpy()[row, rank], output)
 
 
+def beam_search_with_patience(model, source_id, vocab, k, alpha, max_length, patience):
+    """The reference, in NumPy: beam search that also stops once `patience * k`
+    hypotheses have ended, fairseq's candidate rule (of the 2k best
+    extensions, EOS among the first k ends a hypothesis, the k best others
+    live on). Returns `(score, output)`."""
+    alive, finished, ended = [([], 0.0)], [], 0
+    for step in range(max_length):
+        candidates = sorted(
+            (
+                (log_p + token_log_p, prefix, token)
+                for prefix, log_p in alive
+                for token, token_log_p in enumerate(model.log_probs(source_id, prefix))
+                if token_log_p > -np.inf
+            ),
+            key=lambda c: -c[0],
+        )[: 2 * k]
+        alive = []
+        for rank, (log_p, prefix, token) in enumerate(candidates):
+            if token == EOS and rank < k:
+                score = log_p / length_penalty(step + 1, alpha).numpy()
+                finished.append((score, prefix + [EOS]))
+                ended += 1
+            elif token != EOS and len(alive) < k:
+                alive.append((prefix + [token], log_p))
+        if ended >= patience * k:
+            return max(finished, key=lambda f: f[0])
+    cut = [(log_p / length_penalty(max_length, alpha).numpy(), p) for p, log_p in alive]
+    return max(finished + cut, key=lambda f: f[0])
+
+
+@pytest.mark.parametrize("beam_size, patience", [(2, 1), (3, 1.5), (4, 2)])
+def test_beam_search_with_patience_stops_where_the_reference_does(beam_size, patience):
+    # alpha 2 favours long outputs: the first to end are often not the best.
+    model = HistoryStub(vocab=8, seed=1)
+    source_ids = np.arange(4, 36, dtype="int32")[:, None]
+    options = dict(max_length=10, beam_size=beam_size, alpha=2.0)
+    tokens, scores = beam_search(model, source_ids, BOS, EOS, patience=patience, **options)
+    exact_tokens, exact_scores = beam_search(model, source_ids, BOS, EOS, **options)
+    stopped_early = 0
+    for row, source_id in enumerate(source_ids[:, 0]):
+        score, output = beam_search_with_patience(
+            model, int(source_id), 8, beam_size, 2.0, 10, patience
+        )
+        assert_output(tokens.numpy()[row], output)
+        np.testing.assert_allclose(scores.numpy()[row], score, rtol=1e-5)
+        stopped_early += exact_scores.numpy()[row] > score + 1e-5
+    assert stopped_early >= 2  # sentences whose best was still live when the search stopped
+    assert (scores.numpy() <= exact_scores.numpy() + 1e-5).all()
+    unlimited = beam_search(model, source_ids, BOS, EOS, patience=100, **options)[0]
+    np.testing.assert_array_equal(unlimited.numpy(), exact_tokens.numpy())
+
+
+def test_patience_stops_a_confident_search_sooner_and_truncates_its_output():
+    answer = list(range(4, 16)) + [EOS]
+    table = confident_chain(answer[:-1])
+    source = np.ones((1, 2), "int32")
+    steps = {}
+    for patience in [None, 1]:
+        model = CountingStub(table)
+        tokens, _ = beam_search(model, source, BOS, EOS, 20, 4, 0.6, patience=patience)
+        steps[patience] = model.steps
+        output = list(tokens.numpy()[0, : np.argmax(tokens.numpy()[0] == EOS) + 1])
+        assert (output == answer) == (patience != 1), (patience, output)
+    assert steps[1] < steps[None] == len(answer)
+
+
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
 def test_a_prefix_is_kept_and_the_rest_is_the_best_continuation(alpha):
     model = HistoryStub(vocab=5, seed=4)
@@ -611,6 +677,8 @@ def test_searches_reject_bad_arguments():
         beam_search(model, np.ones((2, 3), "int32"), BOS, EOS, beam_size=0)
     with pytest.raises(ValueError, match=r"`n_best` can be at most `beam_size`"):
         beam_search(model, np.ones((2, 3), "int32"), BOS, EOS, beam_size=2, n_best=3)
+    with pytest.raises(ValueError, match=r"`patience` must be a number >= 1.*patience=0.5"):
+        beam_search(model, np.ones((2, 3), "int32"), BOS, EOS, patience=0.5)
     with pytest.raises(ValueError, match=r"`prefix_ids` must be integer.*shape \(batch"):
         greedy_search(model, np.ones((2, 3), "int32"), BOS, EOS, prefix_ids=np.ones(2))
     from keras_transformer.inference import sample

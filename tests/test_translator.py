@@ -116,7 +116,12 @@ def test_an_ensemble_averages_log_probabilities_and_needs_one_vocabulary(parts):
 
 @pytest.mark.parametrize(
     "options",
-    [{"beam_size": 1}, {"beam_size": 3, "n_best": 2}, {"sample": True, "n_best": 2, "seed": 4}],
+    [
+        {"beam_size": 1},
+        {"beam_size": 3, "n_best": 2},
+        {"beam_size": 3, "patience": 1},
+        {"sample": True, "n_best": 2, "seed": 4},
+    ],
 )
 def test_empty_and_whitespace_sources_translate_as_empty_strings(parts, options):
     search = translator(parts, **options)
@@ -138,9 +143,9 @@ def test_sources_cut_to_max_source_length_are_reported(parts):
     np.testing.assert_array_equal(search.translate(sentences)["truncated"], expected)
 
 
-def test_length_options_reach_the_search_as_given(parts):
+def test_length_options_and_patience_reach_the_search_as_given(parts):
     options = {"max_length_a": 0.5, "max_length_b": 3, "min_length": 2, "no_repeat_ngram_size": 1}
-    search = translator(parts, beam_size=3, **options)
+    search = translator(parts, beam_size=3, patience=1.5, **options)
     source_ids = search.source_ids(tf.constant(SENTENCES))
     model, tokenizer = parts
     expected, _ = beam_search(
@@ -151,6 +156,7 @@ def test_length_options_reach_the_search_as_given(parts):
         30,
         beam_size=3,
         length_options=LengthOptions(**options),
+        patience=1.5,
     )
     np.testing.assert_array_equal(search.translate_ids(source_ids), expected)
     for row, source in zip(expected.numpy(), source_ids.numpy(), strict=True):
@@ -161,6 +167,8 @@ def test_length_options_reach_the_search_as_given(parts):
         search.copy(alpha=float("nan"))
     with pytest.raises(ValueError, match="`no_repeat_ngram_size` must be an integer >= 0"):
         search.copy(no_repeat_ngram_size=-2)
+    with pytest.raises(ValueError, match="`patience` must be a number >= 1"):
+        search.copy(patience=0)
 
 
 def contains_phrase(tokenizer, text, phrase):

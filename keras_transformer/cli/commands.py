@@ -9,9 +9,16 @@ from keras_transformer.errors import ArgumentError
 
 
 def length_options(args):
-    """The length options and the shortlist size given on the command line (None: the
-    run's config)."""
-    names = ["max_length_a", "max_length_b", "min_length", "no_repeat_ngram_size", "shortlist"]
+    """The length options, the beam search's patience and the shortlist size given on
+    the command line (None: the run's config)."""
+    names = [
+        "max_length_a",
+        "max_length_b",
+        "min_length",
+        "no_repeat_ngram_size",
+        "patience",
+        "shortlist",
+    ]
     return {name: getattr(args, name) for name in names}
 
 

@@ -200,6 +200,12 @@ def decode_arguments(p, several_beams=False):
         "(default: decode.no_repeat_ngram_size)",
     )
     p.add_argument(
+        "--patience",
+        type=at_least_one,
+        help="end a sentence's beam search once PATIENCE * beam size hypotheses have ended, "
+        "not only when its output is certain (default: decode.patience)",
+    )
+    p.add_argument(
         "--shortlist",
         type=count,
         help="decode each batch over this many target pieces of the run's lexical shortlist; "
@@ -228,6 +234,14 @@ def finite_float(text):
         value = math.nan
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"give a finite number. Received: {text!r}")
+    return value
+
+
+def at_least_one(text):
+    """A finite number argument >= 1."""
+    value = finite_float(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"give a number >= 1. Received: {text!r}")
     return value
 
 

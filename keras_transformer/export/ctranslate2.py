@@ -277,6 +277,7 @@ def export_ctranslate2(translator, directory, quantization=None):
         options = {
             "beam_size": translator.beam_size,
             "alpha": translator.alpha,
+            "patience": translator.patience,
             "max_length": translator.max_length,
             "max_source_length": translator.max_source_length,
             **translator.length_options._asdict(),
@@ -314,8 +315,10 @@ class CTranslate2Translator:
             saved weights), `"int8"`, `"float32"`.
         intra_threads: threads per translation (0: CTranslate2's default).
         patience: CTranslate2's beam search patience: a sentence's search
-            goes on until `beam_size * patience` hypotheses have ended
-            (1, CTranslate2's default, stops the soonest).
+            goes on until `beam_size * patience` hypotheses have ended;
+            defaults to the exported translator's, or 1 (CTranslate2's
+            default, the soonest) for a translator that stops when certain,
+            which CTranslate2 cannot.
 
     Examples:
         ```python
@@ -331,12 +334,14 @@ class CTranslate2Translator:
         alpha=None,
         compute_type="default",
         intra_threads=0,
-        patience=1,
+        patience=None,
     ):
         ct2 = _ctranslate2()
+        options = read_options(directory, DECODE_FILE, "CTranslate2")
+        if patience is None:
+            patience = options.get("patience") or 1
         check_at_least("patience", patience, 1)
         self.patience = patience
-        options = read_options(directory, DECODE_FILE, "CTranslate2")
         self.beam_size = options["beam_size"] if beam_size is None else beam_size
         self.alpha = options["alpha"] if alpha is None else alpha
         self.max_length = options["max_length"]

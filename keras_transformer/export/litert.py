@@ -113,6 +113,7 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
         "max_length": plain.max_length,
         "beam_size": plain.beam_size,
         "alpha": plain.alpha,
+        "patience": plain.patience,
         "quantization": quantization,
         "eos_id": plain.target_tokenizer.eos_id,
         "source_eos_id": plain.source_tokenizer.eos_id,

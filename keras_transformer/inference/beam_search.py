@@ -30,7 +30,11 @@ from keras_transformer.inference.loop import (
 from keras_transformer.inference.probabilities import MINUS_INF, check_alpha, length_penalty
 from keras_transformer.inference.rules import check_length_options, make_rules
 from keras_transformer.inference.top_k import top_k_by_blocks
-from keras_transformer.validation import check_positive_int, check_tensorflow_backend
+from keras_transformer.validation import (
+    check_at_least,
+    check_positive_int,
+    check_tensorflow_backend,
+)
 
 
 class BeamState(NamedTuple):
@@ -44,7 +48,9 @@ class BeamState(NamedTuple):
         finished: the history of the k best finished hypotheses.
         finished_score: float32 `(B, k)`, their normalized scores, best first
             (-inf for empty places).
-        done: bool `(B,)`, sentences whose output is certain.
+        ended: int32 `(B,)`, hypotheses of each sentence that have ended so
+            far (counted for `patience`).
+        done: bool `(B,)`, sentences whose search is over.
         cache: the model's cache.
     """
 
@@ -53,6 +59,7 @@ class BeamState(NamedTuple):
     alive_logp: object
     finished: dict
     finished_score: object
+    ended: object
     done: object
     cache: object
 
@@ -97,6 +104,7 @@ def beam_search(
     length_options=None,
     constraint_ids=None,
     continues_word=None,
+    patience=None,
 ):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
@@ -113,6 +121,11 @@ def beam_search(
     to `max_length`. A sentence with fewer than N finished hypotheses at
     `max_length` takes its live hypotheses as they are. With `beam_size=1`
     and `alpha=0` this is greedy search exactly.
+
+    With `patience` p, a sentence also stops once p * beam_size (or more) of
+    its hypotheses have ended (Kasai et al., 2022; CTranslate2's `patience`,
+    fairseq's rule for p = 1): sooner, but the best output may still have
+    been live (docs/design/beam-search.md).
 
     Args:
         model: a `keras_transformer.Transformer`, or any object with its
@@ -142,6 +155,9 @@ def beam_search(
             with the word before them (`Tokenizer.continues_word`): with
             `constraint_ids`, none may follow a phrase, so that phrases are
             written as whole words.
+        patience: None (the default) to stop a sentence only when its
+            output is certain; a number >= 1 to stop it also once
+            `patience * beam_size` of its hypotheses have ended.
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
@@ -157,7 +173,7 @@ def beam_search(
         ```
     """
     check_tensorflow_backend("beam_search")
-    check_beam_options(max_length, beam_size, alpha, n_best)
+    check_beam_options(max_length, beam_size, alpha, n_best, patience)
     length_options = check_length_options(length_options, max_length)
     k = beam_size
     model = as_step_model(model)
@@ -179,7 +195,9 @@ def beam_search(
     lengths = cache_lengths(model, max_length)
 
     def body(s):
-        return beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, attention_layer)
+        return beam_step(
+            model, s, state, bos_id, eos_id, alpha, n_best, patience, rules, attention_layer
+        )
 
     def not_done(s):
         return (s.step < max_length) & ~tf.reduce_all(s.done)
@@ -198,6 +216,7 @@ def beam_search(
             alive_logp=first_beam_only,
             finished=empty_history([batch, k], max_length, source_ids, attention_layer),
             finished_score=tf.fill([batch, k], MINUS_INF),
+            ended=tf.zeros([batch], tf.int32),
             done=tf.zeros([batch], tf.bool),
             cache=model.initial_cache(state, lengths[0], beam_size=k),
         ),
@@ -205,11 +224,13 @@ def beam_search(
     return best_outputs(final, max_length, alpha, n_best, attention_layer)
 
 
-def check_beam_options(max_length, beam_size, alpha, n_best):
+def check_beam_options(max_length, beam_size, alpha, n_best, patience=None):
     """Raises an `ArgumentError` naming the first of beam search's options out of range."""
     check_positive_int("max_length", max_length)
     check_positive_int("beam_size", beam_size)
     check_alpha(alpha)
+    if patience is not None:
+        check_at_least("patience", patience, 1)
     if n_best is not None:
         check_positive_int("n_best", n_best)
         if n_best > beam_size:
@@ -219,7 +240,7 @@ def check_beam_options(max_length, beam_size, alpha, n_best):
             )
 
 
-def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
+def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, patience, rules, layer):
     """One step of beam search: the `BeamState` after position `s.step`."""
     batch, k = tf.shape(s.alive_logp)[0], s.alive_logp.shape[1]
     previous = tf.gather(s.alive["tokens"], tf.maximum(s.step - 1, 0), axis=2)  # (B, k)
@@ -247,7 +268,9 @@ def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
 
     # 1. EOS among the first k extensions: joins the pool of the k best finished.
     new_score = top_logp / length_penalty(s.step + 1, alpha)
-    new_score = tf.where(is_eos & may_end & ~s.done[:, None], new_score, MINUS_INF)
+    ends = is_eos & may_end & ~s.done[:, None] & (top_logp > MINUS_INF)  # (B, 2k)
+    new_score = tf.where(ends, new_score, MINUS_INF)
+    ended = s.ended + tf.reduce_sum(tf.cast(ends, tf.int32), axis=1)  # (B,)
     pool_score = tf.concat([s.finished_score, new_score], axis=1)  # (B, 3k)
     finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
     finished = take(join(s.finished, top), best)  # (B, k, ...)
@@ -270,14 +293,17 @@ def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, rules, layer):
         )
     cache = model.reorder_cache(cache, parents)
 
-    # 3. Done: the best live hypothesis cannot beat the N-th best finished one.
+    # 3. Done: the best live hypothesis cannot beat the N-th best finished one
+    #    (or, with patience, enough hypotheses have ended).
     limit = tf.reshape(rules.limits, [batch, k])[:, 0]  # (B,) most tokens of an output
     best_possible = alive_logp[:, 0] / tf.maximum(
         length_penalty(tf.minimum(s.step + 2, limit), alpha),
         length_penalty(limit, alpha),
     )  # (B,); log P <= 0, so the larger penalty is the more favourable one
     done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
-    return BeamState(s.step + 1, alive, alive_logp, finished, finished_score, done, cache)
+    if patience is not None:
+        done |= tf.cast(ended, tf.float32) >= patience * k
+    return BeamState(s.step + 1, alive, alive_logp, finished, finished_score, ended, done, cache)
 
 
 def with_each_beams_best(log_probs, alive_logp, logp, beam, token, may_end, phrase_ids):

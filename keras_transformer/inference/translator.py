@@ -5,11 +5,11 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.beam_search import beam_search
+from keras_transformer.inference.beam_search import beam_search, check_beam_options
 from keras_transformer.inference.constraints import check_fit
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.greedy import greedy_search
-from keras_transformer.inference.probabilities import check_alpha, length_penalty
+from keras_transformer.inference.probabilities import length_penalty
 from keras_transformer.inference.rules import LengthOptions, check_length_options
 from keras_transformer.inference.sampling import check_sampling, sample
 from keras_transformer.inference.shortlist import Shortlisted
@@ -58,6 +58,8 @@ class Translator(tf.Module):
         shortlist: optional `inference.Shortlist`: each batch decodes over
             its sources' candidate target pieces only (the others get
             probability zero), for a cheaper output projection.
+        patience: None to end beam search when its output is certain; P >= 1 to also
+            end a sentence once P * `beam_size` hypotheses have ended (`beam_search`).
 
     `model` may also be an `Ensemble` of models that share the tokenizers.
 
@@ -94,17 +96,13 @@ class Translator(tf.Module):
         min_length=0,
         no_repeat_ngram_size=0,
         shortlist=None,
+        patience=None,
     ):
         check_tensorflow_backend("Translator")
         super().__init__(name="translator")
-        for name, value in [
-            ("max_length", max_length),
-            ("beam_size", beam_size),
-            ("max_source_length", max_source_length),
-            ("n_best", n_best),
-        ]:
-            check_positive_int(name, value)
-        check_alpha(alpha)
+        check_beam_options(max_length, beam_size, alpha, None, patience)
+        check_positive_int("max_source_length", max_source_length)
+        check_positive_int("n_best", n_best)
         self.length_options = check_length_options(
             LengthOptions(max_length_a, max_length_b, min_length, no_repeat_ngram_size), max_length
         )
@@ -144,6 +142,7 @@ class Translator(tf.Module):
         self.min_length = min_length
         self.no_repeat_ngram_size = no_repeat_ngram_size
         self.shortlist = shortlist
+        self.patience = patience
         self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
@@ -427,6 +426,7 @@ class Translator(tf.Module):
             length_options=self.length_options,
             constraint_ids=constraint_ids,
             continues_word=continues_word,
+            patience=self.patience,
         )
 
 
