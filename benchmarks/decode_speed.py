@@ -299,7 +299,7 @@ def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads, patien
         export_ctranslate2(beam, directory, quantization=None if weights == "float32" else weights)
         for size, name in ((1, "greedy"), (4, "beam4")):
             engine = CTranslate2Translator(
-                directory, beam_size=size, intra_threads=threads, patience=patience or 1
+                directory, beam_size=size, intra_threads=threads, patience=patience
             )
             engines[f"ct2 {weights} {name}"] = lambda s, e=engine: e(s, 64)
     outputs = {name: translate(sources) for name, translate in engines.items()}  # warm-up
@@ -314,11 +314,11 @@ def compare_with_ctranslate2(run_dir, split, checkpoint, rounds, threads, patien
         "split": split,
         "sentences": len(sources),
         "rounds": rounds,
-        "patience": patience or 1,
+        "patience": engine.patience,
     }
     print(
         f"{split}: {len(sources)} sentences, CTranslate2 with {threads} thread(s) "
-        f"and patience {patience or 1}"
+        f"and patience {engine.patience}"
     )
     for name, output in outputs.items():
         rate = len(sources) / statistics.median(seconds[name])
