@@ -145,7 +145,7 @@ def test_sources_cut_to_max_source_length_are_reported(parts):
 
 def test_length_options_and_patience_reach_the_search_as_given(parts):
     options = {"max_length_a": 0.5, "max_length_b": 3, "min_length": 2, "no_repeat_ngram_size": 1}
-    search = translator(parts, beam_size=3, patience=1.5, **options)
+    search = translator(parts, beam_size=3, **options)
     source_ids = search.source_ids(tf.constant(SENTENCES))
     model, tokenizer = parts
     expected, _ = beam_search(
@@ -156,7 +156,6 @@ def test_length_options_and_patience_reach_the_search_as_given(parts):
         30,
         beam_size=3,
         length_options=LengthOptions(**options),
-        patience=1.5,
     )
     np.testing.assert_array_equal(search.translate_ids(source_ids), expected)
     for row, source in zip(expected.numpy(), source_ids.numpy(), strict=True):
@@ -169,6 +168,14 @@ def test_length_options_and_patience_reach_the_search_as_given(parts):
         search.copy(no_repeat_ngram_size=-2)
     with pytest.raises(ValueError, match="`patience` must be a number >= 1"):
         search.copy(patience=0)
+
+    stops_sooner = translator(parts, beam_size=4, alpha=1.0, patience=1)
+    source_ids = search.source_ids(tf.constant(numbers_corpus("test").sources[:64]))
+    bos, eos = tokenizer.bos_id, tokenizer.eos_id
+    sooner, _ = beam_search(model, source_ids, bos, eos, 30, 4, alpha=1.0, patience=1)
+    exact, _ = beam_search(model, source_ids, bos, eos, 30, 4, alpha=1.0)
+    np.testing.assert_array_equal(stops_sooner.translate_ids(source_ids), sooner)
+    assert (sooner.numpy() != exact.numpy()).any(axis=1).sum() >= 1  # patience reached it
 
 
 def contains_phrase(tokenizer, text, phrase):
