@@ -89,15 +89,26 @@ print(train[0])
 # ## Tokenizer and batches
 # One SentencePiece model for both languages; it detokenizes losslessly, which cased
 # BLEU on raw text needs. Batches hold sentences of similar length under a token budget.
+# As in the recipe, each epoch segments the training pairs anew by sampling (subword
+# regularization, `tokenizer.sampling_alpha`); validation and translation use the best
+# segmentation.
 
 # %%
 tokenizer = train_tokenizer(
     config["tokenizer"]["type"], train.sources + train.targets, config["tokenizer"]["vocab_size"]
 )
 print(tokenizer.tokenize(["Ein Mann fährt Fahrrad."]).to_list())
+sampling = dict(
+    sampling_alpha=config["tokenizer"]["sampling_alpha"],
+    sampling_nbest_size=config["tokenizer"]["sampling_nbest_size"],
+)
+sampler = tokenizer.sampler(sampling["sampling_alpha"], sampling["sampling_nbest_size"])
+best, drawn = (segment(train.sources[:200]).to_list() for segment in (tokenizer.tokenize, sampler))
+changed = sum(a != b for a, b in zip(best, drawn, strict=True))
+print(f"one draw segments {changed} of the first 200 training sources otherwise than the best")
 batch_options = dict(max_length=data["max_length"], tokens_per_batch=data["tokens_per_batch"])
 seed = train_options["seed"]
-train_batches = make_batches(train, tokenizer, tokenizer, seed=seed, **batch_options)
+train_batches = make_batches(train, tokenizer, tokenizer, seed=seed, **batch_options, **sampling)
 val_batches = make_batches(val, tokenizer, tokenizer, shuffle=False, **batch_options)
 print(train_batches)
 print(f"padding in the training batches: {padding_fraction(train_batches.dataset):.1%}")
