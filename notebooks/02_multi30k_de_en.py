@@ -52,8 +52,9 @@ from keras_transformer.run import (
     compile_from_config,
     corpus_split,
     score_translations,
+    training_and_validation_batches,
 )
-from keras_transformer.text import make_batches, padding_fraction, train_tokenizer
+from keras_transformer.text import padding_fraction, train_tokenizer
 
 # %% [markdown]
 # ## The recipe
@@ -88,8 +89,9 @@ print(train[0])
 # %% [markdown]
 # ## Tokenizer and batches
 # One SentencePiece model for both languages; it detokenizes losslessly, which cased
-# BLEU on raw text needs. Batches hold sentences of similar length under a token budget.
-# As in the recipe, each epoch segments the training pairs anew by sampling (subword
+# BLEU on raw text needs. `training_and_validation_batches` builds the batches as the CLI
+# does (`text.make_batches` with the config's options): sentences of similar length under a
+# token budget, and each epoch the training pairs segmented anew by sampling (subword
 # regularization, `tokenizer.sampling_alpha`); validation and translation use the best
 # segmentation.
 
@@ -98,18 +100,15 @@ tokenizer = train_tokenizer(
     config["tokenizer"]["type"], train.sources + train.targets, config["tokenizer"]["vocab_size"]
 )
 print(tokenizer.tokenize(["Ein Mann fährt Fahrrad."]).to_list())
-sampling = dict(
-    sampling_alpha=config["tokenizer"]["sampling_alpha"],
-    sampling_nbest_size=config["tokenizer"]["sampling_nbest_size"],
+sampler = tokenizer.sampler(
+    config["tokenizer"]["sampling_alpha"], config["tokenizer"]["sampling_nbest_size"]
 )
-sampler = tokenizer.sampler(sampling["sampling_alpha"], sampling["sampling_nbest_size"])
 best, drawn = (segment(train.sources[:200]).to_list() for segment in (tokenizer.tokenize, sampler))
 changed = sum(a != b for a, b in zip(best, drawn, strict=True))
 print(f"one draw segments {changed} of the first 200 training sources otherwise than the best")
-batch_options = dict(max_length=data["max_length"], tokens_per_batch=data["tokens_per_batch"])
-seed = train_options["seed"]
-train_batches = make_batches(train, tokenizer, tokenizer, seed=seed, **batch_options, **sampling)
-val_batches = make_batches(val, tokenizer, tokenizer, shuffle=False, **batch_options)
+train_batches, val_batches = training_and_validation_batches(
+    config, train, val, (tokenizer, tokenizer)
+)
 print(train_batches)
 print(f"padding in the training batches: {padding_fraction(train_batches.dataset):.1%}")
 

@@ -206,15 +206,12 @@ def test_a_sample_longer_than_max_length_is_replaced_by_the_best_segmentation(nu
 
 def test_validation_batches_and_the_tokenizer_never_sample(number_words):
     tokenizer, pairs = number_words
-    train, val = training_and_validation_batches(
-        {"max_length": 64, "tokens_per_batch": 1024, "overflow": "drop"},
-        pairs,
-        pairs,
-        (tokenizer, tokenizer),
-        seed=0,
-        micro_batches=1,
-        sampling=(0.1, -1),
-    )
+    config = {
+        "data": {"max_length": 64, "tokens_per_batch": 1024, "overflow": "drop"},
+        "tokenizer": {"sampling_alpha": 0.1, "sampling_nbest_size": -1},
+        "train": {"seed": 0, "micro_batches": 1},
+    }
+    train, val = training_and_validation_batches(config, pairs, pairs, (tokenizer, tokenizer))
     best = rows(make_batches(pairs, tokenizer, tokenizer, 64, 1024, shuffle=False))
     assert rows(val) == rows(val) == best
     assert sorted(rows(train)) != sorted(best)

@@ -13,7 +13,7 @@ Examples:
 """
 
 from keras_transformer.run.average import average_checkpoints
-from keras_transformer.run.data import corpus_split
+from keras_transformer.run.data import corpus_split, training_and_validation_batches
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
@@ -43,5 +43,6 @@ __all__ = [
     "score_pairs",
     "score_translations",
     "train",
+    "training_and_validation_batches",
     "translators",
 ]

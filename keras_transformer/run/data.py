@@ -36,17 +36,30 @@ def training_corpus(data):
     return corpus if data["train_limit"] is None else corpus[: data["train_limit"]]
 
 
-def training_and_validation_batches(
-    data, train, val, tokenizers, seed, micro_batches, sampling=(None, -1)
-):
-    """`(train, val)` `text.Batches` of the two corpora as the `data` section says.
+def training_and_validation_batches(config, train, val, tokenizers):
+    """`(train, val)` `text.Batches` of the two corpora as a run configuration says.
 
-    A training batch holds `micro_batches` times `data.tokens_per_batch`
-    tokens (the model cuts it into that many slices); a corpus in memory is
-    cached after its first epoch, a stream is read again each epoch.
-    `sampling` is `(alpha, nbest_size)` of subword regularization for the
-    training batches (`make_batches`); validation batches never sample.
+    The `data` section sets the lengths and the token budget; a training
+    batch holds `train.micro_batches` times `data.tokens_per_batch` tokens
+    (the model cuts it into that many slices), is shuffled with `train.seed`,
+    and samples its segmentations as `tokenizer.sampling_alpha` and
+    `tokenizer.sampling_nbest_size` say (subword regularization); validation
+    batches never sample. A corpus in memory is cached after its first
+    epoch, a stream is read again each epoch.
+
+    Args:
+        config: a run configuration (`config.load_config`).
+        train, val: the training and validation corpora.
+        tokenizers: the `(source, target)` tokenizers.
+
+    Examples:
+        ```python
+        train_batches, val_batches = training_and_validation_batches(
+            config, train, val, (tokenizer, tokenizer)
+        )
+        ```
     """
+    data, tokenizer, t = config["data"], config["tokenizer"], config["train"]
     source, target = tokenizers
     options = dict(
         max_length=data["max_length"],
@@ -57,11 +70,11 @@ def training_and_validation_batches(
         train,
         source,
         target,
-        seed=seed,
+        seed=t["seed"],
         cache=isinstance(train, ParallelCorpus),
-        sampling_alpha=sampling[0],
-        sampling_nbest_size=sampling[1],
-        **{**options, "tokens_per_batch": data["tokens_per_batch"] * micro_batches},
+        sampling_alpha=tokenizer["sampling_alpha"],
+        sampling_nbest_size=tokenizer["sampling_nbest_size"],
+        **{**options, "tokens_per_batch": data["tokens_per_batch"] * t["micro_batches"]},
     )
     val_batches = make_batches(val, source, target, shuffle=False, **options)
     return train_batches, val_batches

@@ -138,9 +138,8 @@ def prepare_data(place, config):
     if role.count > 1:
         digest = int(own.tokenizers_digest()[:15], 16)  # 60 bits
         check_same_on_every_worker(strategy, "tokenizers", digest)
-    sampling = config["tokenizer"]["sampling_alpha"], config["tokenizer"]["sampling_nbest_size"]
     train_batches, val_batches = training_and_validation_batches(
-        data, train_corpus, val_corpus, tokenizers, config["train"]["seed"], micro_batches, sampling
+        config, train_corpus, val_corpus, tokenizers
     )
     log.info("train: %s\nval:   %s", train_batches, val_batches)
     if micro_batches > 1:
