@@ -116,8 +116,10 @@ print(f"padding in the training batches: {padding_fraction(train_batches.dataset
 # ## Train
 # `build_model` passes the config's `model` section to `kt.Transformer`; `compile_from_config` sets
 # the paper's Adam and warm-up schedule (`kt.transformer_optimizer`), the label-smoothed
-# masked loss and the masked accuracy. `LastEpochs` keeps the weights of the last five epochs,
-# whose average translates (docs/guides/multi30k.md compares it with single epochs on validation).
+# masked loss, the recipe's R-Drop (`train.r_drop`: each batch runs twice, with a KL term
+# between the two dropout passes) and the masked accuracy. `LastEpochs` keeps the weights of
+# the last five epochs, whose average translates (docs/guides/multi30k.md compares it with
+# single epochs on validation).
 
 
 # %%
