@@ -45,6 +45,17 @@ def test_scaled_dot_product_attention_rejects_unbroadcastable_mask():
         layers.scaled_dot_product_attention(q, q, q, mask=np.ones((2, 4), bool))
 
 
+@pytest.mark.parametrize("allowed", [True, False])
+def test_a_single_key_gets_all_the_weight_without_a_warning(allowed, recwarn):
+    q, k, v = random(2, 3, 1, 4, seed=7), random(2, 3, 1, 4, seed=8), random(2, 3, 1, 6, seed=9)
+    mask = np.full((2, 1, 1, 1), allowed)
+    outputs, weights = layers.scaled_dot_product_attention(q, k, v, mask=mask)
+    expected_out, expected_w = numpy_attention(q, k, v, mask.astype("float64"))
+    np.testing.assert_allclose(ops.convert_to_numpy(weights), expected_w)
+    np.testing.assert_allclose(ops.convert_to_numpy(outputs), expected_out, atol=1e-6)
+    assert not [w for w in recwarn if "softmax" in str(w.message)]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_fully_masked_rows_stay_finite_in_low_precision_inputs(dtype):
     q = ops.cast(random(2, 2, 4, 8), dtype)

@@ -57,7 +57,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None):
         masks.check_broadcastable(mask.shape, mask.shape, logits.shape, "mask")
         blocked = 1.0 - ops.cast(mask, logits.dtype)
         logits += blocked * masks.large_negative(logits.dtype)
-    weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)  # (..., T, S)
+    if logits.shape[-1] == 1:
+        # A softmax over one key is 1, blocked or not (the mask is finite);
+        # `ops.softmax` would warn that a size-1 axis is likely a mistake.
+        weights = ops.ones_like(logits, dtype=v.dtype)  # (..., T, 1)
+    else:
+        weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)  # (..., T, S)
     attended = weights if dropout is None else dropout(weights)
     return ops.matmul(attended, v), weights  # (..., T, Kv)
 
