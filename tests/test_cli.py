@@ -286,6 +286,32 @@ def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
     assert "has 3 lines but" in capsys.readouterr().err
 
 
+def optimizer_steps(run, checkpoint):
+    """The optimizer's step count saved in an epoch checkpoint of `run`."""
+    model = keras.models.load_model(run / "model.keras")
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(run / "checkpoints" / checkpoint)
+    return int(model.optimizer.iterations.numpy())
+
+
+def test_train_with_more_epochs_goes_on_from_the_last_epoch_checkpoint(run, capsys):
+    steps = optimizer_steps(run, "epoch-003.weights.h5")
+    assert tiny_train(run, "train.epochs=4", "train.keep_checkpoints=2") == 0
+    assert "from epoch 4 to epoch 4" in capsys.readouterr().out
+    assert metrics_epochs(run) == ["0", "1", "2", "3"]
+    assert sorted(os.listdir(run / "checkpoints"))[-1] == "epoch-004.weights.h5"
+    # The optimizer went on counting: the warm-up schedule and Adam's state carry over.
+    assert optimizer_steps(run, "epoch-004.weights.h5") == steps * 4 // 3
+    assert (run / "trained.json").is_file() and not (run / "backup").exists()
+    assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 4
+
+    assert tiny_train(run, "train.epochs=4", "train.keep_checkpoints=2") == 0
+    assert "nothing to do" in capsys.readouterr().out
+    for change in ["train.epochs=3", "model.dff=128"]:
+        assert tiny_train(run, "train.epochs=4", "train.keep_checkpoints=2", change) == 2
+        assert "only a larger train.epochs" in capsys.readouterr().err
+
+
 def open_lines(tmp_path, lines):
     path = tmp_path / "stdin.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -38,7 +38,11 @@ def parser():
 
 def add_train(commands):
 
-    train = commands.add_parser("train", help="train a model, or resume an interrupted run")
+    train = commands.add_parser(
+        "train",
+        help="train a model, resume an interrupted run, or train a run for longer "
+        "(--set train.epochs=N, more than before)",
+    )
     run_dir_argument(train)
     train.add_argument("--config", help="YAML or JSON file of options (see config.py)")
     train.add_argument(

@@ -29,7 +29,7 @@ from keras_transformer.config import read_saved_config, save_config
 from keras_transformer.errors import ArgumentError, ConfigError, DamagedFileError, RunError
 from keras_transformer.files import tree_digest
 from keras_transformer.text import load_tokenizer, train_tokenizer
-from keras_transformer.training import best_val_loss, epoch_checkpoints
+from keras_transformer.training import best_val_loss, checkpoint_epoch, epoch_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class RunDirectory:
 
     def read_config(self):
         """The saved configuration, checked against the current schema."""
-        if not os.path.isfile(self.config_path):
+        if not self.has_config():
             raise RunError(
                 f"{self.path!r} is not a run directory: {os.path.basename(self.config_path)} "
                 "is missing."
@@ -117,24 +117,36 @@ class RunDirectory:
             raise DamagedFileError(f"{self.config_path} holds a bad value: {error}") from None
 
     def resolve_config(self, config):
-        """The run's config: saved here if new, else the saved one, which `config` must equal."""
-        if not os.path.isfile(self.config_path):
-            os.makedirs(self.path, exist_ok=True)
-            save_config(config, self.config_path)
+        """The run's config: saved here if new, else the saved one, which `config` must
+        equal, except that it may ask for more epochs (`train.epochs`): `config` is then
+        returned unsaved, for `save_config` once the run can go on from it."""
+        if not self.has_config():
+            self.save_config(config)
             return config
         saved = self.read_config()
-        if config is not None and config != saved:
-            changed = [
-                f"{s}.{k}: {saved[s][k]!r} -> {config[s][k]!r}"
-                for s in saved
-                for k in saved[s]
-                if saved[s][k] != config[s][k]
-            ]
-            raise RunError(
-                f"{self.path} was started with another configuration ({'; '.join(changed)}). "
-                "Use a new --run-dir, or run train without changes to resume."
-            )
-        return saved
+        if config is None or config == saved:
+            return saved
+        changed = [
+            (s, k, saved[s][k], config[s][k])
+            for s in saved
+            for k in saved[s]
+            if saved[s][k] != config[s][k]
+        ]
+        if [c[:2] for c in changed] == [("train", "epochs")] and changed[0][3] > changed[0][2]:
+            return config
+        described = "; ".join(f"{s}.{k}: {old!r} -> {new!r}" for s, k, old, new in changed)
+        raise RunError(
+            f"{self.path} was started with another configuration ({described}). Use a new "
+            "--run-dir, or run train without changes to resume (only a larger train.epochs "
+            "may be given, to train the run for longer)."
+        )
+
+    def has_config(self):
+        return os.path.isfile(self.config_path)
+
+    def save_config(self, config):
+        os.makedirs(self.path, exist_ok=True)
+        save_config(config, self.config_path)
 
     # Training state.
 
@@ -145,6 +157,25 @@ class RunDirectory:
         """Writes `trained.json` with the epochs trained and Keras' `history.history`."""
         with open(self.done_path, "w", encoding="utf-8") as f:
             json.dump({"epochs": len(history.epoch), "history": history.history}, f)
+
+    def mark_unfinished(self):
+        os.remove(self.done_path)
+
+    def load_last_epoch(self, model):
+        """Loads the newest epoch checkpoint, model and optimizer state, into `model`
+        (built and compiled) and returns its epoch: where a finished run goes on from."""
+        checkpoints = self.epoch_checkpoints()
+        if not checkpoints:
+            raise RunError(
+                f"{self.checkpoints_dir} holds no epoch checkpoint, so {self.path} cannot "
+                "train for longer; train more epochs in a new --run-dir."
+            )
+        newest = checkpoints[-1]
+        try:
+            model.load_weights(newest)
+        except (OSError, ValueError, KeyError) as error:
+            raise DamagedFileError(f"{newest} is damaged or not this run's ({error}).") from None
+        return checkpoint_epoch(newest)
 
     def best_val_loss(self):
         """The lowest validation loss in `metrics.csv`, or None."""

@@ -14,6 +14,7 @@ import keras
 import numpy as np
 
 from keras_transformer.config import MIXED_PRECISION_POLICIES
+from keras_transformer.errors import RunError
 from keras_transformer.models import Transformer
 from keras_transformer.run.data import (
     corpus_split,
@@ -81,7 +82,8 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     Args:
         run_dir: the run directory; created if missing.
         config: the full configuration; must equal the saved one when the
-            run exists.
+            run exists, but for a larger `train.epochs`, which trains the run
+            for longer (`train_longer`).
         verbose: Keras `fit` verbosity (progress bars by default).
         callbacks: more Keras callbacks, called after the run's own.
 
@@ -94,8 +96,10 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         ```
     """
     place = find_place(run_dir, config["train"])  # before anything else starts TensorFlow
+    saved_epochs = place.own.read_config()["train"]["epochs"] if place.own.has_config() else None
     config = place.own.resolve_config(config)
-    if place.own.is_finished():
+    longer = saved_epochs is not None and config["train"]["epochs"] > saved_epochs
+    if place.own.is_finished() and not longer:
         log.info("%s has finished training; nothing to do.", run_dir)
         return None
     t = config["train"]
@@ -104,6 +108,8 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[t["mixed_precision"]])
     train_data, val_data, tokenizers = prepare_data(place, config)
     model, backup, initial_epoch = prepare_model(place, config, tokenizers)
+    if longer:
+        initial_epoch = train_longer(place, config, model, backup, initial_epoch)
     history = model.fit(
         train_data,
         validation_data=val_data,
@@ -175,6 +181,33 @@ def prepare_model(place, config, tokenizers):
     if role.count > 1:
         fit_under_multi_worker(model, strategy)
     return model, backup, initial_epoch
+
+
+def train_longer(place, config, model, backup, initial_epoch):
+    """Saves `config`, which asks for more epochs than the run was started with, once
+    the run can go on from its state, and returns the epoch `fit` starts at. An
+    unfinished run resumes from its backup as usual; a finished one from its newest
+    epoch checkpoint, which holds the optimizer's state too (Adam's moments and the
+    step the warm-up schedule reads), so the epochs after it train as if the run had
+    never stopped (but for the random numbers of dropout and the data order)."""
+    own = place.own
+    if own.is_finished():
+        if place.role.count > 1:
+            raise RunError(
+                f"{own.path} has finished; training it for longer takes one process "
+                "(train.strategy=auto without TF_CONFIG)."
+            )
+        initial_epoch = own.load_last_epoch(model)
+        backup.seed(model, initial_epoch)
+        own.mark_unfinished()
+    log.info(
+        "training %s for longer: from epoch %d to epoch %d",
+        own.path,
+        initial_epoch + 1,
+        config["train"]["epochs"],
+    )
+    own.save_config(config)
+    return initial_epoch
 
 
 def run_callbacks(run, own, t, backup, initial_epoch):

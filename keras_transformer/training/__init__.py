@@ -6,6 +6,7 @@ from keras_transformer.training.backup import StopOnNaN, TrainingBackup, Trainin
 from keras_transformer.training.checkpoints import (
     PruneCheckpoints,
     best_val_loss,
+    checkpoint_epoch,
     epoch_checkpoints,
 )
 from keras_transformer.training.compile import compile_model
@@ -50,6 +51,7 @@ __all__ = [
     "all_workers",
     "best_val_loss",
     "check_same_on_every_worker",
+    "checkpoint_epoch",
     "compile_model",
     "distribution_strategy",
     "epoch_checkpoints",

@@ -112,6 +112,12 @@ class TrainingBackup(keras.callbacks.Callback):
         names = sorted(d for d in os.listdir(self.directory) if re.fullmatch(r"step-\d+", d))
         return [os.path.join(self.directory, name) for name in names]
 
+    def seed(self, model, epoch):
+        """Backs up `model`'s state now as the end of `epoch`, before `fit`: a run that
+        goes on from a checkpoint then resumes from there if it is stopped early on."""
+        self.set_model(model)
+        self._save(epoch)
+
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
 

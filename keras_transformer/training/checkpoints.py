@@ -12,6 +12,11 @@ def epoch_checkpoints(directory):
     return sorted(glob.glob(os.path.join(directory, "epoch-*.weights.h5")))
 
 
+def checkpoint_epoch(path):
+    """The epoch in an `epoch-NNN.weights.h5` file's name: the epochs trained before it."""
+    return int(os.path.basename(path)[len("epoch-") : -len(".weights.h5")])
+
+
 class PruneCheckpoints(keras.callbacks.Callback):
     """Keeps only the newest `keep` epoch checkpoints in `directory`.
 
