@@ -302,8 +302,9 @@ def test_train_with_more_epochs_goes_on_from_the_last_epoch_checkpoint(run, caps
     assert sorted(os.listdir(run / "checkpoints"))[-1] == "epoch-004.weights.h5"
     # The optimizer went on counting: the warm-up schedule and Adam's state carry over.
     assert optimizer_steps(run, "epoch-004.weights.h5") == steps * 4 // 3
-    assert (run / "trained.json").is_file() and not (run / "backup").exists()
+    assert json.loads((run / "trained.json").read_text())["epochs"] == 4
     assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 4
+    assert not (run / "backup").exists()
 
     assert tiny_train(run, "train.epochs=4", "train.keep_checkpoints=2") == 0
     assert "nothing to do" in capsys.readouterr().out
@@ -376,7 +377,8 @@ def test_ctrl_c_stops_the_run_and_train_resumes_it(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming from the backup" in resumed.stdout and "(epoch 2)" in resumed.stdout
     assert metrics_epochs(run_dir) == ["0", "1", "2"]  # epoch 0 was not trained twice
-    assert (run_dir / "trained.json").is_file() and not (run_dir / "backup").exists()
+    assert json.loads((run_dir / "trained.json").read_text())["epochs"] == 3
+    assert not (run_dir / "backup").exists()
 
 
 def test_a_killed_run_resumes_losing_at_most_backup_every_steps(tmp_path):

@@ -153,10 +153,13 @@ class RunDirectory:
     def is_finished(self):
         return os.path.isfile(self.done_path)
 
-    def mark_finished(self, history):
-        """Writes `trained.json` with the epochs trained and Keras' `history.history`."""
+    def mark_finished(self, history, initial_epoch=0):
+        """Writes `trained.json`: the epochs the run has trained (`initial_epoch`, those
+        before a resume, and the last `fit`'s) and that `fit`'s `history.history`
+        (`metrics.csv` holds every epoch's)."""
+        epochs = initial_epoch + len(history.epoch)
         with open(self.done_path, "w", encoding="utf-8") as f:
-            json.dump({"epochs": len(history.epoch), "history": history.history}, f)
+            json.dump({"epochs": epochs, "history": history.history}, f)
 
     def mark_unfinished(self):
         os.remove(self.done_path)

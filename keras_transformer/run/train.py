@@ -122,7 +122,7 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         shuffle=False,  # the pipeline shuffles
         verbose=verbose,
     )
-    finish(place, model, history)
+    finish(place, model, history, initial_epoch)
     return history
 
 
@@ -243,10 +243,10 @@ def run_callbacks(run, own, t, backup, initial_epoch):
     ]
 
 
-def finish(place, model, history):
+def finish(place, model, history, initial_epoch):
     """Marks the run finished; a worker that is not the chief reports and deletes its copy."""
     strategy, role, own = place
-    own.mark_finished(history)
+    own.mark_finished(history, initial_epoch)
     if role.count > 1:
         log.info(
             "worker %d of %d: weights sha256 %s", role.index, role.count, weights_digest(model)
