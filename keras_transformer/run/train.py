@@ -102,6 +102,11 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     if place.own.is_finished() and not longer:
         log.info("%s has finished training; nothing to do.", run_dir)
         return None
+    if place.own.is_finished() and place.role.count > 1:
+        raise RunError(
+            f"{run_dir} has finished; training it for longer takes one process "
+            "(train.strategy=auto without TF_CONFIG)."
+        )
     t = config["train"]
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
@@ -192,11 +197,6 @@ def train_longer(place, config, model, backup, initial_epoch):
     never stopped (but for the random numbers of dropout and the data order)."""
     own = place.own
     if own.is_finished():
-        if place.role.count > 1:
-            raise RunError(
-                f"{own.path} has finished; training it for longer takes one process "
-                "(train.strategy=auto without TF_CONFIG)."
-            )
         initial_epoch = own.load_last_epoch(model)
         backup.seed(model, initial_epoch)
         own.mark_unfinished()
