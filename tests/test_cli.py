@@ -311,6 +311,12 @@ def test_train_with_more_epochs_goes_on_from_the_last_epoch_checkpoint(run, caps
     for change in ["train.epochs=3", "model.dff=128"]:
         assert tiny_train(run, "train.epochs=4", "train.keep_checkpoints=2", change) == 2
         assert "only a larger train.epochs" in capsys.readouterr().err
+    newest = run / "checkpoints" / "epoch-004.weights.h5"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    assert tiny_train(run, "train.epochs=5", "train.keep_checkpoints=2") == 2
+    assert f"{newest} is damaged" in capsys.readouterr().err
+    assert json.loads((run / "trained.json").read_text())["epochs"] == 4  # as it was
+    assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 4
 
 
 def open_lines(tmp_path, lines):
