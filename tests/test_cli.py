@@ -1,4 +1,5 @@
 import csv
+import importlib
 import io
 import json
 import os
@@ -317,6 +318,20 @@ def test_train_with_more_epochs_goes_on_from_the_last_epoch_checkpoint(run, caps
     assert f"{newest} is damaged" in capsys.readouterr().err
     assert json.loads((run / "trained.json").read_text())["epochs"] == 4  # as it was
     assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 4
+
+
+def test_a_finished_multi_worker_run_is_not_trained_for_longer(run, monkeypatch, capsys):
+    from keras_transformer.run.directory import RunDirectory
+    from keras_transformer.training import WorkerRole
+
+    train_module = importlib.import_module("keras_transformer.run.train")
+
+    chief = WorkerRole(is_chief=True, index=0, count=2)
+    place = train_module.Place(None, chief, RunDirectory(str(run)))
+    monkeypatch.setattr(train_module, "find_place", lambda run_dir, t: place)
+    assert tiny_train(run, "train.epochs=4", "train.keep_checkpoints=2") == 2
+    assert "training it for longer takes one process" in capsys.readouterr().err
+    assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 3
 
 
 def open_lines(tmp_path, lines):
