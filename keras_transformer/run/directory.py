@@ -117,15 +117,16 @@ class RunDirectory:
             raise DamagedFileError(f"{self.config_path} holds a bad value: {error}") from None
 
     def resolve_config(self, config):
-        """The run's config: saved here if new, else the saved one, which `config` must
-        equal, except that it may ask for more epochs (`train.epochs`): `config` is then
-        returned unsaved, for `save_config` once the run can go on from it."""
+        """`(the run's config, whether it asks for more epochs)`: `config`, saved here
+        if the run is new, else the saved one, which `config` must equal, except that it
+        may ask for more epochs (`train.epochs`): `config` is then returned unsaved, with
+        True, for `save_config` once the run can go on from it."""
         if not self.has_config():
             self.save_config(config)
-            return config
+            return config, False
         saved = self.read_config()
         if config is None or config == saved:
-            return saved
+            return saved, False
         changed = [
             (s, k, saved[s][k], config[s][k])
             for s in saved
@@ -133,7 +134,7 @@ class RunDirectory:
             if saved[s][k] != config[s][k]
         ]
         if [c[:2] for c in changed] == [("train", "epochs")] and changed[0][3] > changed[0][2]:
-            return config
+            return config, True
         described = "; ".join(f"{s}.{k}: {old!r} -> {new!r}" for s, k, old, new in changed)
         raise RunError(
             f"{self.path} was started with another configuration ({described}). Use a new "

@@ -96,13 +96,12 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         ```
     """
     place = find_place(run_dir, config["train"])  # before anything else starts TensorFlow
-    saved_epochs = place.own.read_config()["train"]["epochs"] if place.own.has_config() else None
-    config = place.own.resolve_config(config)
-    longer = saved_epochs is not None and config["train"]["epochs"] > saved_epochs
-    if place.own.is_finished() and not longer:
+    config, longer = place.own.resolve_config(config)
+    finished = place.own.is_finished()
+    if finished and not longer:
         log.info("%s has finished training; nothing to do.", run_dir)
         return None
-    if place.own.is_finished() and place.role.count > 1:
+    if finished and place.role.count > 1:
         raise RunError(
             f"{run_dir} has finished; training it for longer takes one process "
             "(train.strategy=auto without TF_CONFIG)."
