@@ -42,11 +42,13 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(mai
     beam = LiteRTTranslator(export_litert(beam_translator(directory), tmp_path / "beam"))
     assert beam.options["beam_size"] == 4 and beam.max_source_length == 64
     texts = beam(sentences)
-    for index, sentence in enumerate(sentences):
-        source_ids = beam.source_ids(sentence)  # (1, 64), 0-padded
-        expected = ids_of(source_ids=tf.constant(source_ids))["target_ids"].numpy()
-        np.testing.assert_array_equal(beam.translate_ids(source_ids), expected, str(index))
-        assert texts[index] == serve(inputs=tf.constant([sentence]))["outputs"].numpy()[0].decode()
+    source_ids = np.concatenate([beam.source_ids(s) for s in sentences])  # (N, 64), 0-padded
+    expected_ids = in_batches(ids_of, "source_ids", source_ids)["target_ids"]  # (N, 64)
+    expected_texts = in_batches(serve, "inputs", np.array(sentences, object))["outputs"]
+    for index in range(len(sentences)):
+        actual = beam.translate_ids(source_ids[index : index + 1])
+        np.testing.assert_array_equal(actual, expected_ids[index : index + 1], str(index))
+        assert texts[index] == expected_texts[index].decode(), index
     assert texts[-3:-1] == ["", ""] and beam.truncated(sentences[-3:]) == [False, False, True]
 
     # Greedy search against a SavedModel of the same run's greedy search.
@@ -54,10 +56,23 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(mai
     greedy_saved = export_translator(greedy_translator, "greedy", tmp_path, warmup=False)
     ids_of = tf.saved_model.load(greedy_saved).signatures["translate_ids"]
     greedy = LiteRTTranslator(export_litert(greedy_translator, tmp_path / "greedy"))
-    for index, sentence in enumerate(sentences):
-        source_ids = greedy.source_ids(sentence)
-        expected = ids_of(source_ids=tf.constant(source_ids))["target_ids"].numpy()
-        np.testing.assert_array_equal(greedy.translate_ids(source_ids), expected, str(index))
+    expected_ids = in_batches(ids_of, "source_ids", source_ids)["target_ids"]
+    for index in range(len(sentences)):
+        actual = greedy.translate_ids(source_ids[index : index + 1])
+        np.testing.assert_array_equal(actual, expected_ids[index : index + 1], str(index))
+
+
+def in_batches(signature, name, values, batch_size=256):
+    """A SavedModel signature's outputs for `values` fed as `name` a batch at a time.
+
+    Every output's first axis is the batch and `target_ids` is `(batch, max_length)`
+    whatever the sentences' lengths, so the batches join on axis 0.
+    """
+    parts = [
+        signature(**{name: tf.constant(values[start : start + batch_size])})
+        for start in range(0, len(values), batch_size)
+    ]
+    return {key: np.concatenate([part[key].numpy() for part in parts]) for key in parts[0]}
 
 
 def beam_translator(directory):
