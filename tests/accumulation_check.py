@@ -159,7 +159,7 @@ def compare_micro_batches(strategy):
     )
     initial = sliced.get_weights()
     data = tf.data.Dataset.from_tensors((inputs, outputs)).repeat(UPDATES)
-    histories = [m.fit(data, epochs=1, verbose=0).history for m in (sliced, whole)]
+    histories = [m.fit(data, epochs=1, shuffle=False, verbose=0).history for m in (sliced, whole)]
     updates = [int(m.optimizer.iterations.numpy()) for m in (sliced, whole)]
     assert updates == [UPDATES, UPDATES], updates
     return (*weight_difference(sliced, whole, initial), histories)

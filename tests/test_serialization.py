@@ -111,6 +111,20 @@ def squared_relu(x):
     return ops.square(ops.relu(x))
 
 
+def test_an_uncompiled_model_loads_uncompiled_and_a_compiled_one_with_its_settings(tmp_path):
+    model = kt.Transformer(1, 8, 2, 12, input_vocab_size=11, target_vocab_size=13)
+    model((np.array([[3, 4, 0]]), np.array([[1, 5]])))
+    model.save(tmp_path / "uncompiled.keras")
+    assert not keras.models.load_model(tmp_path / "uncompiled.keras").compiled
+
+    model.compile(optimizer="adam", loss=kt.MaskedSparseCategoricalCrossentropy(), r_drop=2.0)
+    model.optimizer.build(model.trainable_variables)  # as training would, so its state saves
+    model.save(tmp_path / "compiled.keras")
+    loaded = keras.models.load_model(tmp_path / "compiled.keras")
+    assert loaded.compiled and isinstance(loaded.optimizer, keras.optimizers.Adam)
+    assert loaded.r_drop == 2.0 and loaded.micro_batches == 1
+
+
 @pytest.mark.parametrize("activation", [squared_relu, keras.activations.gelu])
 def test_a_callable_activation_round_trips_a_keras_file(activation, tmp_path):
     model = kt.Transformer(

@@ -210,6 +210,7 @@ def test_micro_batches_more_than_rows_use_one_slice_a_row_and_save_with_the_mode
         loss=kt.MaskedSparseCategoricalCrossentropy(),
         micro_batches=4,
     )
+    model.optimizer.build(model.trainable_variables)  # as training would, so its state saves
     model.save(tmp_path / "model.keras")
     loaded = keras.models.load_model(tmp_path / "model.keras")
     assert loaded.micro_batches == 4

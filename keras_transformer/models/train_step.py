@@ -78,8 +78,8 @@ class PackedTraining:
 
     def get_compile_config(self):
         config = super().get_compile_config()
-        if config is None:
-            return None
+        if not config:  # not compiled: Keras' `{}` loads the model uncompiled
+            return config
         return {**config, "micro_batches": self.micro_batches, "r_drop": self.r_drop}
 
     def compile_from_config(self, config):
