@@ -106,7 +106,7 @@ DEFAULTS = {
         "label_smoothing": 0.1,
         # R-Drop's alpha (0: off): each batch runs twice with different dropout, and
         # alpha/2 times the symmetric KL between the two predictions joins the loss;
-        # a step costs about 2.5 times as much
+        # a step costs 2 to 2.5 times as much
         "r_drop": 0.0,
         "patience": 3,
         # also back up the training state every N optimizer steps (0: at epoch ends only);

@@ -493,6 +493,18 @@ def test_run_errors_name_the_problem(run, tmp_path, capsys):
     assert "no epoch checkpoints" in capsys.readouterr().err
 
 
+def test_a_run_whose_start_failed_before_its_data_loaded_takes_a_changed_config(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    for missing in ("missing", "also_missing"):
+        data = ["--set", "data.corpus=files", "--set", f"data.directory={tmp_path / missing}"]
+        assert cli("train", "--run-dir", run_dir, *data) == 2
+        err = capsys.readouterr().err
+        assert f"{missing}' (the directory does not exist)" in err, err
+    saved = json.loads((run_dir / "config.json").read_text())
+    assert saved["data"]["directory"] == str(tmp_path / "also_missing")
+    assert os.listdir(run_dir) == ["config.json"]
+
+
 def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
     from keras_transformer.config import DEFAULTS
 

@@ -118,7 +118,8 @@ class RunDirectory:
 
     def resolve_config(self, config):
         """`(the run's config, whether it asks for more epochs)`: `config`, saved here
-        if the run is new, else the saved one, which `config` must equal, except that it
+        if the run is new or holds nothing but a config (its start failed before anything
+        else was written), else the saved one, which `config` must equal, except that it
         may ask for more epochs (`train.epochs`): `config` is then returned unsaved, with
         True, for `save_config` once the run can go on from it."""
         if not self.has_config():
@@ -127,6 +128,9 @@ class RunDirectory:
         saved = self.read_config()
         if config is None or config == saved:
             return saved, False
+        if not self.has_started():  # a start that failed before its data loaded
+            self.save_config(config)
+            return config, False
         changed = [
             (s, k, saved[s][k], config[s][k])
             for s in saved
@@ -144,6 +148,10 @@ class RunDirectory:
 
     def has_config(self):
         return os.path.isfile(self.config_path)
+
+    def has_started(self):
+        """Whether anything but the configuration is here: tokenizers, a backup, metrics."""
+        return any(name != os.path.basename(self.config_path) for name in os.listdir(self.path))
 
     def save_config(self, config):
         os.makedirs(self.path, exist_ok=True)

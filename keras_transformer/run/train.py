@@ -81,9 +81,9 @@ def train(run_dir, config, verbose="auto", callbacks=()):
 
     Args:
         run_dir: the run directory; created if missing.
-        config: the full configuration; must equal the saved one when the
-            run exists, but for a larger `train.epochs`, which trains the run
-            for longer (`train_longer`).
+        config: the full configuration; must equal the saved one once the
+            run has begun (`RunDirectory.resolve_config`), but for a larger
+            `train.epochs`, which trains the run for longer (`train_longer`).
         verbose: Keras `fit` verbosity (progress bars by default).
         callbacks: more Keras callbacks, called after the run's own.
 
