@@ -118,8 +118,11 @@ def reorder(cache, beams):
         The cache with its lineage reordered; keys and values stay in place.
     """
     lineage = cache.lineage  # (B, k, L)
-    parents = ops.broadcast_to(ops.cast(beams, "int32")[:, :, None], ops.shape(lineage))
-    return cache._replace(lineage=ops.take_along_axis(lineage, parents, axis=1))
+    batch, k, length = ops.shape(lineage)
+    first_row = ops.arange(batch, dtype="int32")[:, None] * k  # (B, 1): row b's beam 0
+    parents = first_row + ops.cast(beams, "int32")  # (B, k), rows of the flat lineage
+    flat = ops.reshape(lineage, (-1, length))  # (B * k, L)
+    return cache._replace(lineage=ops.take(flat, parents, axis=0))  # (B, k, L)
 
 
 def claim_position(lineage, step):
