@@ -9,6 +9,7 @@ from conftest import load_tiny_translation
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
+from keras_transformer.errors import ArgumentError
 from keras_transformer.text import SentencePieceTokenizer
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -115,8 +116,12 @@ def test_ctranslate2_takes_the_exported_length_options(tiny_translation, tmp_pat
     options = {"min_length": 6, "no_repeat_ngram_size": 2}
     translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1, **options)
     ours = kt.inference.translate_lines(translator, sources)
-    theirs = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "options"))(sources)
+    exported = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "options"))
+    theirs = exported(sources)
     assert ours[-2:] == theirs[-2:] == ["", ""]
+    assert exported([]) == [] and exported(sources[:1]) == theirs[:1]
+    with pytest.raises(ArgumentError, match="one string"):
+        exported(sources[0])  # not its characters, one by one
     same = np.mean([a == b for a, b in zip(ours, theirs, strict=True)])
     assert same >= 0.97, f"only {same:.1%} of greedy outputs agree"
     plain = translator.copy(min_length=0, no_repeat_ngram_size=0)

@@ -13,6 +13,7 @@ import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
 import keras_transformer as kt
 from keras_transformer import run
 from keras_transformer.datasets import numbers_corpus
+from keras_transformer.errors import ArgumentError
 from keras_transformer.export import export_translator
 from keras_transformer.text import SentencePieceTokenizer, WordPieceTokenizer
 
@@ -50,6 +51,9 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(mai
         np.testing.assert_array_equal(actual, expected_ids[index : index + 1], str(index))
         assert texts[index] == expected_texts[index].decode(), index
     assert texts[-3:-1] == ["", ""] and beam.truncated(sentences[-3:]) == [False, False, True]
+    for wrong, received in ((sentences[0], "one string"), ([sentences[0], 3], "an item 3")):
+        with pytest.raises(ArgumentError, match=received):
+            beam(wrong)
 
     # Greedy search against a SavedModel of the same run's greedy search.
     greedy_translator = run.make_translator(str(directory / RUN), beam_size=1)

@@ -9,6 +9,7 @@ from conftest import load_tiny_translation
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
+from keras_transformer.errors import ArgumentError
 from keras_transformer.inference import Ensemble, LengthOptions, Translator, beam_search
 
 SENTENCES = numbers_corpus("test").sources[:12]
@@ -131,6 +132,25 @@ def test_empty_and_whitespace_sources_translate_as_empty_strings(parts, options)
         alone = search.translate([SENTENCES[0]])["translations"].numpy()
         np.testing.assert_array_equal(result[1], alone[0])
     assert search.translate([" "])["translations"].numpy()[0, 0] == b""
+
+
+@pytest.mark.parametrize(
+    "sentences, received",
+    [
+        (SENTENCES[0], "one string"),
+        ([SENTENCES[:2]], "shape (1, 2)"),
+        ([1, 2], "[1, 2]"),
+        (tf.constant([1, 2]), "dtype=int32"),
+    ],
+)
+def test_anything_but_a_list_of_strings_is_refused_by_every_entry_point(parts, sentences, received):
+    search = translator(parts, beam_size=1)
+    for entry_point in (search, search.translate, search.truncated, search.source_ids):
+        with pytest.raises(ArgumentError, match="`sentences` must be") as error:
+            entry_point(sentences)
+        assert received in str(error.value)
+    assert search.translate([])["translations"].shape == (0, 1)
+    assert search([]).shape == (0,)
 
 
 def test_sources_cut_to_max_source_length_are_reported(parts):

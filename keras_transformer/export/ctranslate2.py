@@ -37,6 +37,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID, EOS_ID, UNK_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import read_options, write_options
+from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
@@ -399,9 +400,10 @@ class CTranslate2Translator:
 
     def __call__(self, sentences, max_batch_size=64):
         """Translations of `sentences` (a list of `str`), as a list of `str`."""
-        if not sentences:
+        sentences = check_sentences(sentences)  # (B,)
+        if sentences.shape[0] == 0:
             return []
-        ids = self.source_tokenizer.tokenize(tf.constant(list(sentences)))
+        ids = self.source_tokenizer.tokenize(sentences)
         source = [
             [self._source_pieces[i] for i in row[: self.max_source_length - 1]]
             for row in ids.to_list()

@@ -200,7 +200,15 @@ class LiteRTTranslator:
     def __call__(self, sentences):
         """Translations of a list of strings, one call of the model each."""
         if isinstance(sentences, str):
-            raise ArgumentError("`sentences` must be a list of strings. Received: one string")
+            raise ArgumentError(
+                "`sentences` must be a list of strings. Received: one string "
+                "(put it in a list for a batch of one)"
+            )
+        others = [s for s in sentences if not isinstance(s, str)]
+        if others:
+            raise ArgumentError(
+                f"`sentences` must be a list of strings. Received: an item {others[0]!r:.80}"
+            )
         return [self._translate_one(sentence) for sentence in sentences]
 
     def _translate_one(self, sentence):

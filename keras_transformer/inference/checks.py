@@ -17,6 +17,39 @@ def integer_ids(ids, name, axes):
     return ids
 
 
+def check_sentences(sentences, name="sentences"):
+    """`sentences` as a `tf.string` tensor `(B,)`, or an `ArgumentError` naming what it is.
+
+    A rank that is not known (a graph traced without shapes) passes.
+
+    Examples:
+        ```python
+        check_sentences(["ein Hund", ""])  # tf.string (2,)
+        check_sentences("ein Hund")  # ArgumentError: one string, not a list of them
+        ```
+    """
+    if isinstance(sentences, (str, bytes)):
+        raise ArgumentError(
+            f"`{name}` must be a list of strings (B,). Received: one string "
+            "(put it in a list for a batch of one)"
+        )
+    if isinstance(sentences, (tf.Tensor, tf.Variable)) and sentences.dtype != tf.string:
+        raise ArgumentError(
+            f"`{name}` must be strings (tf.string). Received: dtype={sentences.dtype.name}"
+        )
+    try:
+        sentences = tf.convert_to_tensor(sentences, tf.string)
+    except (TypeError, ValueError):
+        raise ArgumentError(
+            f"`{name}` must be a list of strings (B,). Received: {str(sentences)[:80]}"
+        ) from None
+    if sentences.shape.rank not in (None, 1):
+        raise ArgumentError(
+            f"`{name}` must be a list of strings (B,). Received: shape {sentences.shape}"
+        )
+    return sentences
+
+
 def check_source_ids(source_ids):
     """`source_ids` as an int32 or int64 tensor `(B, S)`, or an `ArgumentError`."""
     source_ids = integer_ids(source_ids, "source_ids", ["batch", "seq"])

@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.beam_search import beam_search, check_beam_options
+from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.constraints import check_fit
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.greedy import greedy_search
@@ -166,7 +167,7 @@ class Translator(tf.Module):
                 strings `(B, C)` with `""` for none (see `translate`).
         """
         if constraints is None:
-            return self._translate_strings(sentences)
+            return self._translate_strings(check_sentences(sentences))
         return self.translate(sentences, constraints=constraints)["translations"][:, 0]
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
@@ -183,12 +184,13 @@ class Translator(tf.Module):
             translator.truncated(["zwei", "eins " * 300]).numpy()  # array([False,  True])
             ```
         """
-        pieces = self.source_tokenizer.tokenize(tf.convert_to_tensor(sentences, tf.string))
+        pieces = self.source_tokenizer.tokenize(check_sentences(sentences))
         return pieces.row_lengths() + 1 > self.max_source_length  # EOS included
 
     def source_ids(self, sentences):
         """Tokenized sources, cut to `max_source_length` with EOS: int32 `(B, S)`."""
-        pieces = self.source_tokenizer.tokenize(sentences)[:, : self.max_source_length - 1]
+        pieces = self.source_tokenizer.tokenize(check_sentences(sentences))  # ragged (B, None)
+        pieces = pieces[:, : self.max_source_length - 1]
         dense = tf.pad(pieces.to_tensor(PAD_ID), [[0, 0], [0, 1]], constant_values=PAD_ID)
         lengths = tf.cast(pieces.row_lengths(), tf.int32)  # (B,)
         at_end = tf.range(tf.shape(dense)[1])[None, :] == lengths[:, None]  # (B, S)
@@ -220,10 +222,10 @@ class Translator(tf.Module):
                 sentence's phrases (and prefix) do not fit in `max_length`
                 tokens with EOS.
         """
-        sentences = tf.convert_to_tensor(sentences, tf.string)
+        sentences = check_sentences(sentences)
         prefix_ids = None
         if prefixes is not None:
-            prefixes = tf.convert_to_tensor(prefixes, tf.string)
+            prefixes = check_sentences(prefixes, "prefixes")
             pieces = self.target_tokenizer.tokenize(prefixes)  # ragged (B, None)
             self._check_prefixes(sentences, pieces.row_lengths())
             checks = [  # for a graph, where the eager checks above see no values
