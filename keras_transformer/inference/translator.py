@@ -434,11 +434,9 @@ class Translator(tf.Module):
 
 def output_lengths(target_ids, eos_id):
     """Tokens of each output `(B, L)` up to and including its EOS (all if none): `(B,)`."""
-    is_eos = tf.cast(target_ids == eos_id, tf.int32)
-    ended = tf.reduce_any(target_ids == eos_id, axis=1)
-    return tf.where(
-        ended, tf.argmax(is_eos, axis=1, output_type=tf.int32) + 1, tf.shape(target_ids)[1]
-    )
+    is_eos = target_ids == eos_id  # (B, L)
+    first = tf.argmax(tf.cast(is_eos, tf.int32), axis=1, output_type=tf.int32)  # (B,)
+    return tf.where(tf.reduce_any(is_eos, axis=1), first + 1, tf.shape(target_ids)[1])
 
 
 def pad_columns(ids, length):
