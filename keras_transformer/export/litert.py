@@ -25,6 +25,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID, PAD_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import read_options, write_options
+from keras_transformer.inference.checks import refuse_one_string
 from keras_transformer.text import SentencePieceTokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
@@ -199,15 +200,11 @@ class LiteRTTranslator:
 
     def __call__(self, sentences):
         """Translations of a list of strings, one call of the model each."""
-        if isinstance(sentences, str):
-            raise ArgumentError(
-                "`sentences` must be a list of strings. Received: one string "
-                "(put it in a list for a batch of one)"
-            )
+        refuse_one_string(sentences)
         others = [s for s in sentences if not isinstance(s, str)]
         if others:
             raise ArgumentError(
-                f"`sentences` must be a list of strings. Received: an item {others[0]!r:.80}"
+                f"`sentences` must be a list of strings (B,). Received: an item {others[0]!r:.80}"
             )
         return [self._translate_one(sentence) for sentence in sentences]
 

@@ -17,6 +17,15 @@ def integer_ids(ids, name, axes):
     return ids
 
 
+def refuse_one_string(sentences, name="sentences"):
+    """An `ArgumentError` if `sentences` is one string where a list of them belongs."""
+    if isinstance(sentences, (str, bytes)):
+        raise ArgumentError(
+            f"`{name}` must be a list of strings (B,). Received: one string "
+            "(put it in a list for a batch of one)"
+        )
+
+
 def check_sentences(sentences, name="sentences"):
     """`sentences` as a `tf.string` tensor `(B,)`, or an `ArgumentError` naming what it is.
 
@@ -28,11 +37,7 @@ def check_sentences(sentences, name="sentences"):
         check_sentences("ein Hund")  # ArgumentError: one string, not a list of them
         ```
     """
-    if isinstance(sentences, (str, bytes)):
-        raise ArgumentError(
-            f"`{name}` must be a list of strings (B,). Received: one string "
-            "(put it in a list for a batch of one)"
-        )
+    refuse_one_string(sentences, name)
     if isinstance(sentences, (tf.Tensor, tf.Variable)) and sentences.dtype != tf.string:
         raise ArgumentError(
             f"`{name}` must be strings (tf.string). Received: dtype={sentences.dtype.name}"

@@ -122,13 +122,10 @@ class RunDirectory:
         else was written), else the saved one, which `config` must equal, except that it
         may ask for more epochs (`train.epochs`): `config` is then returned unsaved, with
         True, for `save_config` once the run can go on from it."""
-        if not self.has_config():
-            self.save_config(config)
-            return config, False
-        saved = self.read_config()
+        saved = self.read_config() if self.has_config() else None
         if config is None or config == saved:
             return saved, False
-        if not self.has_started():  # a start that failed before its data loaded
+        if saved is None or not self.has_started():  # new, or its start failed early
             self.save_config(config)
             return config, False
         changed = [
