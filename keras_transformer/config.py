@@ -108,6 +108,9 @@ DEFAULTS = {
         # alpha/2 times the symmetric KL between the two predictions joins the loss;
         # a step costs 2 to 2.5 times as much
         "r_drop": 0.0,
+        # bring the learning rate down linearly to 0 over the last N epochs (0: the
+        # paper's schedule to the end); a longer train.epochs moves the cool-down with it
+        "cooldown_epochs": 0,
         "patience": 3,
         # also back up the training state every N optimizer steps (0: at epoch ends only);
         # a killed run then loses at most N steps
@@ -239,6 +242,7 @@ RULES = {
         "micro_batches": POSITIVE_INT,
         "label_smoothing": RATE,
         "r_drop": NON_NEGATIVE,
+        "cooldown_epochs": COUNT,
         "patience": COUNT,
         "backup_every_steps": COUNT,
         "keep_checkpoints": POSITIVE_INT,
@@ -293,7 +297,8 @@ def load_config(path=None, overrides=()):
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ConfigError: on unknown keys, values of the wrong type, or bad syntax.
+        ConfigError: on unknown keys, values of the wrong type, bad syntax, or
+            more cool-down epochs than epochs.
     """
     config = default_config()
     if path is not None:
@@ -317,6 +322,12 @@ def load_config(path=None, overrides=()):
             raise ConfigError(f"Overrides look like section.key=value. Received: {override!r}")
         dotted, raw = override.split("=", 1)
         set_value(config, dotted.strip(), yaml.safe_load(raw) if raw.strip() else None)
+    t = config["train"]
+    if t["cooldown_epochs"] > t["epochs"]:
+        raise ConfigError(
+            "train.cooldown_epochs must be at most train.epochs. Received: "
+            f"cooldown_epochs={t['cooldown_epochs']}, epochs={t['epochs']}"
+        )
     return config
 
 

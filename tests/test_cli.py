@@ -460,6 +460,10 @@ def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):
             ["train", "--run-dir", "{tmp}/r", "--set", "model.d_model=big"],
             "'model.d_model' must be of type int",
         ),
+        (
+            ["train", "--run-dir", "{tmp}/r", "--set", "train.cooldown_epochs=7"],
+            "train.cooldown_epochs must be at most train.epochs",
+        ),
         (["evaluate", "--run-dir", "{tmp}/nothing"], "is not a run directory"),
         (["translate", "--saved-model", "{tmp}", "hello"], "No SavedModel"),
         (["translate", "--saved-model", "{tmp}", "--beam-size", "2", "x"], "need --run-dir"),

@@ -405,3 +405,57 @@ def test_the_training_step_under_xla_gives_the_loss_it_gives_without(float32_run
     np.testing.assert_allclose(with_xla.loss, without.loss, rtol=1e-4)
     x, _ = small_batches()
     np.testing.assert_allclose(with_xla.model(x), without.model(x), atol=1e-4)
+
+
+def test_linear_cooldown_follows_its_schedule_then_falls_in_a_line_to_zero(tmp_path):
+    from keras_transformer.training import LinearCooldown
+
+    def expected(step):  # the paper's rate * 0.7, times the share of the cool-down left
+        return 0.7 * paper_rate(step, 256, 800) * min(1.0, max(0.0, (4000 - step) / 1000))
+
+    optimizer = kt.transformer_optimizer(256, warmup_steps=800, scale=0.7, cooldown=(4000, 1000))
+    assert isinstance(schedule_of(optimizer), LinearCooldown)
+    model = kt.Transformer(1, 8, 2, 8, input_vocab_size=9, target_vocab_size=9)
+    model.compile(optimizer=optimizer, loss=kt.MaskedSparseCategoricalCrossentropy())
+    model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
+    optimizer.build(model.trainable_variables)
+    model.save(tmp_path / "model.keras")
+    restored = schedule_of(keras.models.load_model(tmp_path / "model.keras").optimizer)
+    for step in [1, 800, 2999, 3000, 3250, 3500, 3999, 4000, 4500]:
+        for schedule in (schedule_of(optimizer), restored):
+            np.testing.assert_allclose(float(schedule(step)), expected(step), rtol=1e-5, atol=0)
+    with pytest.raises(ValueError, match="`cooldown_steps` must be at most `total_steps`"):
+        LinearCooldown(kt.TransformerSchedule(64), total_steps=10, cooldown_steps=11)
+
+
+def test_train_cools_the_rate_down_over_its_last_epochs(tmp_path):
+    from keras_transformer.config import load_config
+    from keras_transformer.run import train
+
+    rates = []  # (optimizer step, the rate its update uses)
+
+    class Rates(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            optimizer = self.model.optimizer
+            rates.append((int(optimizer.iterations), float(optimizer.learning_rate)))
+
+    overrides = [
+        "data.train_limit=200",
+        "tokenizer.vocab_size=80",
+        "model.num_layers=1",
+        "model.d_model=16",
+        "model.num_heads=2",
+        "model.dff=32",
+        "train.warmup_steps=4",
+        "train.epochs=3",
+        "train.cooldown_epochs=2",
+    ]
+    train(tmp_path / "run", load_config(overrides=overrides), verbose=0, callbacks=[Rates()])
+    steps = [step for step, _ in rates]
+    total = len(steps)
+    assert steps == list(range(total)) and total % 3 == 0 and total >= 6
+    for step, rate in rates:
+        left = min(1.0, (total - step) / (2 * total / 3))  # epochs 2 and 3 cool down
+        paper = paper_rate(step, 16, 4) if step else 0.0
+        np.testing.assert_allclose(rate, paper * left, rtol=1e-5, atol=1e-12, err_msg=str(step))
+    assert rates[total // 3][1] == pytest.approx(paper_rate(total // 3, 16, 4), rel=1e-5)

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from keras_transformer.config import MIXED_PRECISION_POLICIES
-from keras_transformer.errors import RunError
+from keras_transformer.errors import ArgumentError, RunError
 from keras_transformer.models import Transformer
 from keras_transformer.run.data import (
     corpus_split,
@@ -47,8 +47,13 @@ def build_model(config, source_vocab, target_vocab):
     )
 
 
-def compile_from_config(model, t):
-    """`training.compile_model` with the options of the `train` configuration section `t`."""
+def compile_from_config(model, t, steps_per_epoch=None):
+    """`training.compile_model` with the options of the `train` configuration section `t`.
+
+    `steps_per_epoch`, the optimizer updates of an epoch (`Batches.num_batches`),
+    places the cool-down of `train.cooldown_epochs` at the end of `train.epochs`;
+    it is needed only if that is above 0.
+    """
     compile_model(
         model,
         warmup_steps=t["warmup_steps"],
@@ -57,7 +62,20 @@ def compile_from_config(model, t):
         micro_batches=t["micro_batches"],
         r_drop=t["r_drop"],
         jit_compile=t["jit_compile"],
+        cooldown=cooldown_steps(t, steps_per_epoch),
     )
+
+
+def cooldown_steps(t, steps_per_epoch):
+    """`(total_steps, cooldown_steps)` of the `train` section `t`, or None for no cool-down."""
+    if not t["cooldown_epochs"]:
+        return None
+    if steps_per_epoch is None:
+        raise ArgumentError(
+            "train.cooldown_epochs needs the optimizer steps of an epoch: pass "
+            "`steps_per_epoch` (the training `Batches.num_batches`)."
+        )
+    return t["epochs"] * steps_per_epoch, t["cooldown_epochs"] * steps_per_epoch
 
 
 class Place(NamedTuple):
@@ -110,8 +128,8 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
         keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[t["mixed_precision"]])
-    train_data, val_data, tokenizers = prepare_data(place, config)
-    model, backup, initial_epoch = prepare_model(place, config, tokenizers)
+    train_data, val_data, tokenizers, steps_per_epoch = prepare_data(place, config)
+    model, backup, initial_epoch = prepare_model(place, config, tokenizers, steps_per_epoch)
     if longer:
         initial_epoch = train_longer(place, config, model, backup, initial_epoch)
     history = model.fit(
@@ -139,7 +157,8 @@ def find_place(run_dir, t):
 
 
 def prepare_data(place, config):
-    """`(train dataset, val dataset, (source, target) tokenizers)` of this worker."""
+    """`(train dataset, val dataset, (source, target) tokenizers, steps an epoch)` of
+    this worker."""
     data, micro_batches = config["data"], config["train"]["micro_batches"]
     strategy, role, own = place
     train_corpus = training_corpus(data)
@@ -155,7 +174,7 @@ def prepare_data(place, config):
     if micro_batches > 1:
         log.info("each training batch: %d micro-batches, one update", micro_batches)
     if role.count == 1:
-        return train_batches.dataset, val_batches.dataset, tokenizers
+        return train_batches.dataset, val_batches.dataset, tokenizers, train_batches.num_batches
     share = train_batches.shard(role.count, role.index).num_batches
     log.info(
         "worker %d of %d: %d of the %d training batches an epoch",
@@ -168,16 +187,17 @@ def prepare_data(place, config):
         per_worker_batches(strategy, train_batches, shard=True),
         per_worker_batches(strategy, val_batches, shard=False),
         tokenizers,
+        share,
     )
 
 
-def prepare_model(place, config, tokenizers):
+def prepare_model(place, config, tokenizers, steps_per_epoch):
     """`(model, backup, initial_epoch)`: the compiled model, restored from a backup if any."""
     strategy, role, own = place
     source, target = tokenizers
     with strategy.scope():
         model = build_model(config, source.vocab_size, target.vocab_size)
-        compile_from_config(model, config["train"])
+        compile_from_config(model, config["train"], steps_per_epoch)
         one = np.ones((1, 2), "int32")
         model((one, one))  # build the weights, which a backup restores into
         backup = TrainingBackup(own.backup_dir, config["train"]["backup_every_steps"] or None)

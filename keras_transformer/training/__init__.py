@@ -22,6 +22,7 @@ from keras_transformer.training.multi_worker import (
 )
 from keras_transformer.training.optimizers import SummedSlicesAdam, transformer_optimizer
 from keras_transformer.training.schedules import (
+    LinearCooldown,
     PerUpdateSchedule,
     ScaledSchedule,
     TransformerSchedule,
@@ -37,6 +38,7 @@ from keras_transformer.training.strategy import (
 
 __all__ = [
     "STRATEGIES",
+    "LinearCooldown",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "PerUpdateSchedule",

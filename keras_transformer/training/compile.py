@@ -13,6 +13,7 @@ def compile_model(
     micro_batches=1,
     r_drop=0.0,
     jit_compile="auto",
+    cooldown=None,
 ):
     """Compiles `model` with the paper's optimizer, the masked loss and accuracy.
 
@@ -28,6 +29,9 @@ def compile_model(
         jit_compile: XLA for the training step: True, False, or "auto"
             (Keras' choice: on with an accelerator and no `tf.distribute`
             strategy). Defaults to "auto".
+        cooldown: `(total_steps, cooldown_steps)`, a linear fall of the rate
+            to 0 over the run's last updates (`transformer_optimizer`).
+            Defaults to None.
 
     Under a `mixed_float16` dtype policy, Keras wraps the optimizer in a
     `LossScaleOptimizer`, which the training step uses: the loss is scaled
@@ -40,7 +44,9 @@ def compile_model(
         ```
     """
     model.compile(
-        optimizer=transformer_optimizer(model.d_model, warmup_steps, learning_rate_scale),
+        optimizer=transformer_optimizer(
+            model.d_model, warmup_steps, learning_rate_scale, cooldown=cooldown
+        ),
         loss=MaskedSparseCategoricalCrossentropy(label_smoothing=label_smoothing),
         metrics=[MaskedAccuracy()],
         micro_batches=micro_batches,

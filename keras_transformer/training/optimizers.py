@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.training.schedules import (
+    LinearCooldown,
     PerUpdateSchedule,
     ScaledSchedule,
     TransformerSchedule,
@@ -42,7 +43,12 @@ class SummedSlicesAdam(keras.optimizers.Adam):
 
 
 def transformer_optimizer(
-    d_model, warmup_steps=4000, scale=1.0, gradient_accumulation_steps=1, **kwargs
+    d_model,
+    warmup_steps=4000,
+    scale=1.0,
+    gradient_accumulation_steps=1,
+    cooldown=None,
+    **kwargs,
 ):
     """Adam with beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9 on `TransformerSchedule`.
 
@@ -56,6 +62,10 @@ def transformer_optimizer(
             batches with the mean of their gradients (Keras' own gradient
             accumulation, one device only), the schedule counting updates
             (`PerUpdateSchedule`), and warns. Defaults to 1.
+        cooldown: `(total_steps, cooldown_steps)`: the rate falls linearly to
+            0 over the last `cooldown_steps` of the run's `total_steps`
+            updates (`LinearCooldown`). Defaults to None, the paper's schedule
+            to the end.
         **kwargs: further `keras.optimizers.Adam` arguments (`clipnorm`, ...).
 
     Returns:
@@ -91,6 +101,8 @@ def transformer_optimizer(
     schedule = TransformerSchedule(d_model, warmup_steps)
     if scale != 1.0:
         schedule = ScaledSchedule(schedule, scale)
+    if cooldown is not None:
+        schedule = LinearCooldown(schedule, *cooldown)
     if gradient_accumulation_steps > 1:
         schedule = PerUpdateSchedule(schedule, gradient_accumulation_steps)
         kwargs["gradient_accumulation_steps"] = gradient_accumulation_steps

@@ -1,8 +1,10 @@
-"""The warm-up learning-rate schedule of the paper (Vaswani et al., 2017, §5.3)."""
+"""The warm-up learning-rate schedule of the paper (Vaswani et al., 2017, §5.3), and the
+schedules that wrap it: a constant factor, a linear cool-down, a count of updates."""
 
 import keras
 from keras import ops
 
+from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import check_positive_int
 
 
@@ -72,6 +74,65 @@ class ScaledSchedule(keras.optimizers.schedules.LearningRateSchedule):
     @classmethod
     def from_config(cls, config):
         return cls(keras.saving.deserialize_keras_object(config["schedule"]), config["scale"])
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LinearCooldown(keras.optimizers.schedules.LearningRateSchedule):
+    """Another schedule, brought down linearly to 0 over the last steps of training.
+
+    lrate = schedule(step) * clip((total_steps - step) / cooldown_steps, 0, 1)
+
+    The rate is the other schedule's until `total_steps - cooldown_steps`,
+    then falls in a straight line to 0 at `total_steps` and stays there. The
+    paper's schedule alone ends training at a rate still near a third of its
+    peak (31% after 8,260 steps with 800 of warm-up); a run of a fixed
+    length that cools down ends nearer a minimum (on Multi30k, 16 epochs
+    whose last 4 cool down: validation loss 2.439 against 2.460, the
+    Multi30k guide's R-Drop section).
+
+    Args:
+        schedule: a `LearningRateSchedule`, e.g. `TransformerSchedule`.
+        total_steps: the optimizer steps of the whole run.
+        cooldown_steps: how many of them, at the end, cool down;
+            at most `total_steps`.
+
+    Raises:
+        ValueError: if a step count is not a positive integer, or
+            `cooldown_steps` > `total_steps`.
+
+    Examples:
+        >>> paper = TransformerSchedule(256, warmup_steps=800)
+        >>> cooled = LinearCooldown(paper, total_steps=4000, cooldown_steps=1000)
+        >>> cooled(3500)  # half of paper(3500)
+    """
+
+    def __init__(self, schedule, total_steps, cooldown_steps):
+        check_positive_int("total_steps", total_steps)
+        check_positive_int("cooldown_steps", cooldown_steps)
+        if cooldown_steps > total_steps:
+            raise ArgumentError(
+                "`cooldown_steps` must be at most `total_steps`. Received: "
+                f"cooldown_steps={cooldown_steps}, total_steps={total_steps}"
+            )
+        self.schedule = schedule
+        self.total_steps = total_steps
+        self.cooldown_steps = cooldown_steps
+
+    def __call__(self, step):
+        left = (self.total_steps - ops.cast(step, "float32")) / self.cooldown_steps
+        return self.schedule(step) * ops.clip(left, 0.0, 1.0)
+
+    def get_config(self):
+        return {
+            "schedule": keras.saving.serialize_keras_object(self.schedule),
+            "total_steps": self.total_steps,
+            "cooldown_steps": self.cooldown_steps,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        schedule = keras.saving.deserialize_keras_object(config["schedule"])
+        return cls(schedule, config["total_steps"], config["cooldown_steps"])
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
