@@ -133,11 +133,12 @@ def test_litert_cli_exports_and_translates(main_job, tmp_path):
         assert "Traceback" not in done.stderr
 
 
-def small_translator(tokenizer_class=SentencePieceTokenizer, **options):
+def small_translator(tokenizer_class=SentencePieceTokenizer, dtype=None, **options):
     corpus = numbers_corpus("train")[:300]
     tokenizer = tokenizer_class.train(corpus.sources + corpus.targets, vocab_size=100)
     keras.utils.set_random_seed(0)
-    model = kt.Transformer(1, 16, 2, 32, tokenizer.vocab_size, tokenizer.vocab_size)
+    vocab = tokenizer.vocab_size
+    model = kt.Transformer(1, 16, 2, 32, vocab, vocab, dtype=dtype)
     return kt.Translator(model, tokenizer, tokenizer, max_length=8, **options)
 
 
@@ -147,8 +148,13 @@ def small_translator(tokenizer_class=SentencePieceTokenizer, **options):
         (lambda: small_translator(sample=True), "sampling and n-best lists are not exported"),
         (lambda: small_translator(beam_size=2, n_best=2), "Received: sample=False, n_best=2"),
         (lambda: small_translator(WordPieceTokenizer), "the source tokenizer is a WordPiece"),
+        (
+            lambda: small_translator(dtype="mixed_bfloat16"),
+            r"computes in bfloat16 \(dtype policy mixed_bfloat16\). Give the translator "
+            r"`model.float32_copy\(\)`",
+        ),
     ],
-    ids=["sampling", "n_best", "wordpiece"],
+    ids=["sampling", "n_best", "wordpiece", "mixed_precision"],
 )
 def test_what_litert_cannot_hold_is_refused_by_name(translator, message, tmp_path):
     with pytest.raises(ValueError, match=message):

@@ -77,3 +77,26 @@ def test_optimizer_level_accumulation_is_deprecated_for_micro_batches():
     with pytest.warns(DeprecationWarning, match=r"compile\(micro_batches=N\)"):
         optimizer = kt.transformer_optimizer(16, warmup_steps=4, gradient_accumulation_steps=2)
     assert optimizer.gradient_accumulation_steps == 2  # and it still accumulates
+
+
+def test_a_model_trained_in_mixed_precision_loads_to_compute_in_float32(tmp_path):
+    import keras
+    import numpy as np
+
+    sizes = dict(num_layers=1, d_model=16, num_heads=2, dff=32)
+    source = np.array([[5, 6, 7, 2, 0]], "int32")  # (1, S)
+    target = np.array([[1, 8, 9, 4]], "int32")  # (1, T)
+    keras.utils.set_random_seed(0)
+    mixed = kt.Transformer(**sizes, input_vocab_size=12, target_vocab_size=12)
+    mixed = kt.Transformer.from_config({**mixed.get_config(), "dtype": "mixed_bfloat16"})
+    mixed((source, target))
+    mixed.save(tmp_path / "model.keras")
+    loaded = runs.RunDirectory(tmp_path).load_model("best")
+    assert loaded.dtype_policy.name == "float32"
+    reference = kt.Transformer(**sizes, input_vocab_size=12, target_vocab_size=12)
+    reference((source, target))
+    reference.set_weights(mixed.get_weights())  # float32 weights, float32 compute
+    logits = loaded((source, target))  # (1, T, 12)
+    np.testing.assert_allclose(logits, reference((source, target)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(logits, mixed((source, target)), atol=0.1)  # bfloat16's
+    assert mixed.compute_dtype == "bfloat16"

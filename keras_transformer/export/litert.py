@@ -85,6 +85,12 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
                 f"The LiteRT export runs SentencePiece beside the model; the {side} tokenizer "
                 f"is a {type(tokenizer).__name__}."
             )
+    if translator.model.compute_dtype != "float32":
+        raise ArgumentError(
+            "The LiteRT export converts a float32 graph; the model computes in "
+            f"{translator.model.compute_dtype} (dtype policy {translator.model.dtype_policy.name}"
+            "). Give the translator `model.float32_copy()`."
+        )
     plain = translator.copy(jit_compile=False, max_source_length=max_source_length)
 
     @tf.function(input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")])

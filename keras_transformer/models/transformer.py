@@ -367,6 +367,31 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         """
         return cache_layout.reorder(cache, beams)
 
+    def float32_copy(self):
+        """This model under the float32 dtype policy, with the same weights.
+
+        A model trained under mixed precision (`mixed_bfloat16`,
+        `mixed_float16`) holds float32 weights but computes in half precision,
+        and keeps that dtype policy when saved and loaded. Its copy decodes,
+        and exports (a LiteRT model converts only from a float32 graph), in
+        float32.
+
+        Returns:
+            A new built `Transformer`, or this model if it computes in float32.
+
+        Examples:
+            ```python
+            model = keras.models.load_model("runs/x/model.keras").float32_copy()
+            ```
+        """
+        if self.compute_dtype == "float32":
+            return self
+        copy = type(self).from_config({**self.get_config(), "dtype": "float32"})
+        one = ops.ones((1, 2), "int32")
+        copy((one, one))  # build the weights
+        copy.set_weights(self.get_weights())
+        return copy
+
     @staticmethod
     def _split(inputs, name):
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:

@@ -232,7 +232,12 @@ class RunDirectory:
         return source, load_tokenizer(self.tokenizer_dir("target"))
 
     def load_model(self, checkpoint="best"):
-        """The `Transformer` of `checkpoint`, `"best"` or `"averaged"`."""
+        """The `Transformer` of `checkpoint`, `"best"` or `"averaged"`, in float32.
+
+        A run trained under `train.mixed_precision` saves its models with that
+        dtype policy; they load in float32 (`Transformer.float32_copy`), so
+        averaging, evaluation, translation and every export compute as a
+        float32 run's do."""
         path = self.model_path(checkpoint)
         if not os.path.isfile(path):
             hint = "run average first" if checkpoint == "averaged" else "train it first"
@@ -246,7 +251,7 @@ class RunDirectory:
                     else "Average the epoch checkpoints (average) or train again."
                 )
             )
-        return keras.models.load_model(path)
+        return keras.models.load_model(path).float32_copy()
 
     def load(self, checkpoint="best"):
         """`(config, model, source_tokenizer, target_tokenizer)` of a trained run.
