@@ -459,3 +459,76 @@ def test_train_cools_the_rate_down_over_its_last_epochs(tmp_path):
         paper = paper_rate(step, 16, 4) if step else 0.0
         np.testing.assert_allclose(rate, paper * left, rtol=1e-5, atol=1e-12, err_msg=str(step))
     assert rates[total // 3][1] == pytest.approx(paper_rate(total // 3, 16, 4), rel=1e-5)
+
+
+X86_CPUINFO = """processor\t: 0
+flags\t\t: fpu sse2 avx2 avx512f avx512_vnni{extra}
+
+processor\t: 1
+flags\t\t: fpu sse2 avx2 avx512f avx512_vnni{extra}
+"""
+
+
+def test_cpu_flags_reads_x86_and_arm_cpuinfo_and_none_where_there_is_none(tmp_path):
+    from keras_transformer.training import cpu_flags
+
+    x86 = tmp_path / "x86"
+    x86.write_text(X86_CPUINFO.format(extra=" avx512_bf16"))
+    assert cpu_flags(x86) == {"fpu", "sse2", "avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16\nCPU part\t: 0xd40\n")
+    assert cpu_flags(arm) == {"fp", "asimd", "sve", "bf16"}
+    assert cpu_flags(tmp_path / "absent") is None
+
+
+@pytest.mark.parametrize(
+    "policy, gpus, flags, warns",
+    [
+        ("mixed_bfloat16", [], {"avx2", "avx512f"}, True),
+        ("mixed_bfloat16", [], {"avx2", "avx512f", "avx512_bf16"}, False),
+        ("mixed_bfloat16", [], {"avx2", "amx_bf16"}, False),
+        ("mixed_bfloat16", [], {"asimd", "bf16"}, False),
+        ("mixed_bfloat16", ["GPU:0"], {"avx2"}, False),
+        ("mixed_bfloat16", [], None, False),  # flags unknown: nothing to say
+        ("mixed_float16", [], {"avx2"}, False),
+    ],
+)
+def test_mixed_bfloat16_warns_only_on_a_cpu_without_bfloat16_instructions(
+    policy, gpus, flags, warns
+):
+    from keras_transformer.training import slow_bfloat16_warning
+
+    warning = slow_bfloat16_warning(policy, gpus, flags and frozenset(flags))
+    assert (warning is not None) == warns
+    if warns:
+        assert "without bfloat16 instructions" in warning
+        assert "--set train.mixed_precision=false" in warning
+
+
+def test_train_gives_the_warning_before_it_loads_any_data(tmp_path, monkeypatch):
+    import importlib
+    import logging
+
+    from keras_transformer.config import load_config
+
+    train_module = importlib.import_module("keras_transformer.run.train")
+    messages = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    train_module.log.addHandler(handler)
+
+    class DataLoaded(Exception):
+        pass
+
+    def prepare_data(*args):
+        raise DataLoaded
+
+    monkeypatch.setattr(train_module, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
+    monkeypatch.setattr(train_module, "prepare_data", prepare_data)
+    try:
+        config = load_config(overrides=["train.mixed_precision=bfloat16"])
+        with pytest.raises(DataLoaded):
+            train_module.train(tmp_path / "run", config)
+    finally:
+        train_module.log.removeHandler(handler)
+    assert any("without bfloat16 instructions" in message for message in messages)

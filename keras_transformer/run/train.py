@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer.config import MIXED_PRECISION_POLICIES
 from keras_transformer.errors import ArgumentError, RunError
@@ -28,10 +29,12 @@ from keras_transformer.training import (
     TrainingBackup,
     check_same_on_every_worker,
     compile_model,
+    cpu_flags,
     distribution_strategy,
     fit_under_multi_worker,
     per_worker_batches,
     restore_on_every_worker,
+    slow_bfloat16_warning,
     weights_digest,
     worker_directory,
     worker_role,
@@ -127,7 +130,12 @@ def train(run_dir, config, verbose="auto", callbacks=()):
     t = config["train"]
     keras.utils.set_random_seed(t["seed"])
     if t["mixed_precision"]:
-        keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[t["mixed_precision"]])
+        policy = MIXED_PRECISION_POLICIES[t["mixed_precision"]]
+        keras.config.set_dtype_policy(policy)
+        gpus = tf.config.list_physical_devices("GPU")
+        warning = slow_bfloat16_warning(policy, gpus, cpu_flags())
+        if warning:
+            log.warning(warning)
     train_data, val_data, tokenizers, steps_per_epoch = prepare_data(place, config)
     model, backup, initial_epoch = prepare_model(place, config, tokenizers, steps_per_epoch)
     if longer:

@@ -21,6 +21,7 @@ from keras_transformer.training.multi_worker import (
     weights_digest,
 )
 from keras_transformer.training.optimizers import SummedSlicesAdam, transformer_optimizer
+from keras_transformer.training.precision import cpu_flags, slow_bfloat16_warning
 from keras_transformer.training.schedules import (
     LinearCooldown,
     PerUpdateSchedule,
@@ -55,12 +56,14 @@ __all__ = [
     "check_same_on_every_worker",
     "checkpoint_epoch",
     "compile_model",
+    "cpu_flags",
     "distribution_strategy",
     "epoch_checkpoints",
     "fit_under_multi_worker",
     "localhost_tf_configs",
     "per_worker_batches",
     "restore_on_every_worker",
+    "slow_bfloat16_warning",
     "transformer_optimizer",
     "weights_digest",
     "worker_directory",
