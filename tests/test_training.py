@@ -479,6 +479,9 @@ def test_cpu_flags_reads_x86_and_arm_cpuinfo_and_none_where_there_is_none(tmp_pa
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16\nCPU part\t: 0xd40\n")
     assert cpu_flags(arm) == {"fp", "asimd", "sve", "bf16"}
     assert cpu_flags(tmp_path / "absent") is None
+    riscv = tmp_path / "riscv"
+    riscv.write_text("processor\t: 0\nhart\t\t: 0\nisa\t\t: rv64imafdc\nmmu\t\t: sv39\n")
+    assert cpu_flags(riscv) is None  # readable, but says nothing of bfloat16
 
 
 @pytest.mark.parametrize(

@@ -14,14 +14,18 @@ BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def cpu_flags(path=CPUINFO):
-    """The feature flags the CPU reports, or None where `path` cannot be read (not Linux).
+    """The feature flags the CPU reports, or None where they are unknown.
+
+    They are unknown where `path` cannot be read (not Linux) or has no flag line
+    (RISC-V's `isa`, s390 and some containers).
 
     Args:
         path: a file in the format of Linux's `/proc/cpuinfo`: `flags` lines on
             x86, `Features` lines on Arm.
 
     Returns:
-        A frozenset of flag names, e.g. `{"avx2", "avx512f", "avx512_bf16", ...}`.
+        A frozenset of flag names, e.g. `{"avx2", "avx512f", "avx512_bf16", ...}`,
+        or None.
 
     Examples:
         ```python
@@ -33,12 +37,14 @@ def cpu_flags(path=CPUINFO):
             lines = f.readlines()
     except OSError:
         return None
-    flags = set()
-    for line in lines:
-        name, _, value = line.partition(":")
-        if name.strip() in ("flags", "Features"):
-            flags.update(value.split())
-    return frozenset(flags)
+    flag_lines = [
+        value.split()
+        for name, _, value in (line.partition(":") for line in lines)
+        if name.strip() in ("flags", "Features")
+    ]
+    if not flag_lines:
+        return None
+    return frozenset(flag for line in flag_lines for flag in line)
 
 
 def slow_bfloat16_warning(policy, gpus, flags):
