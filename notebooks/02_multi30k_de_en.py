@@ -46,16 +46,16 @@ import matplotlib.pyplot as plt
 import tensorflow as tf
 
 import keras_transformer as kt
-from keras_transformer.config import MIXED_PRECISION_POLICIES, load_config
+from keras_transformer.config import load_config
 from keras_transformer.run import (
     build_model,
     compile_from_config,
     corpus_split,
     score_translations,
+    set_precision,
     training_and_validation_batches,
 )
 from keras_transformer.text import padding_fraction, train_tokenizer
-from keras_transformer.training import cpu_flags, slow_bfloat16_warning
 
 # %% [markdown]
 # ## The recipe
@@ -117,8 +117,9 @@ print(f"padding in the training batches: {padding_fraction(train_batches.dataset
 # %% [markdown]
 # ## Train
 # The recipe trains in mixed bfloat16 (`train.mixed_precision`): float32 weights, bfloat16
-# matrix products, fast on a CPU with bfloat16 instructions; on one without, the warning below
-# (the one `train` gives) says how to train in float32.
+# matrix products, fast on a CPU with bfloat16 instructions. `set_precision` sets that policy
+# and, on a CPU without them, returns the warning `train` gives, which says how to train in
+# float32.
 # `build_model` passes the config's `model` section to `kt.Transformer`; `compile_from_config` sets
 # the paper's Adam and warm-up schedule (`kt.transformer_optimizer`), falling in a line to 0
 # over the last `train.cooldown_epochs` (it needs the steps of an epoch to place them), the
@@ -127,11 +128,8 @@ print(f"padding in the training batches: {padding_fraction(train_batches.dataset
 # weights of the epoch with the lowest validation loss; after the cool-down that is the last.
 
 # %%
-if train_options["mixed_precision"]:
-    policy = MIXED_PRECISION_POLICIES[train_options["mixed_precision"]]
-    keras.config.set_dtype_policy(policy)
-    gpus = tf.config.list_physical_devices("GPU")
-    print(slow_bfloat16_warning(policy, gpus, cpu_flags()) or f"training under {policy}")
+warning = set_precision(train_options)
+print(warning or f"training under {keras.config.dtype_policy().name}")
 model = build_model(config, tokenizer.vocab_size, tokenizer.vocab_size)
 compile_from_config(model, train_options, train_batches.num_batches)
 best_epoch = keras.callbacks.EarlyStopping(

@@ -17,7 +17,7 @@ from keras_transformer.run.data import corpus_split, training_and_validation_bat
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
-from keras_transformer.run.train import build_model, compile_from_config, train
+from keras_transformer.run.train import build_model, compile_from_config, set_precision, train
 from keras_transformer.run.translators import (
     load_models,
     load_run,
@@ -42,6 +42,7 @@ __all__ = [
     "make_translator",
     "score_pairs",
     "score_translations",
+    "set_precision",
     "train",
     "training_and_validation_batches",
     "translators",

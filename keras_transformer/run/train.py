@@ -69,6 +69,20 @@ def compile_from_config(model, t, steps_per_epoch=None):
     )
 
 
+def set_precision(t):
+    """Sets the Keras dtype policy of `train.mixed_precision` in the `train` section `t`.
+
+    Returns:
+        `slow_bfloat16_warning`'s sentence for this machine, or None (also for
+        a float32 run, which leaves the policy as it is).
+    """
+    if not t["mixed_precision"]:
+        return None
+    policy = MIXED_PRECISION_POLICIES[t["mixed_precision"]]
+    keras.config.set_dtype_policy(policy)
+    return slow_bfloat16_warning(policy, tf.config.list_physical_devices("GPU"), cpu_flags())
+
+
 def cooldown_steps(t, steps_per_epoch):
     """`(total_steps, cooldown_steps)` of the `train` section `t`, or None for no cool-down."""
     if not t["cooldown_epochs"]:
@@ -129,13 +143,9 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         )
     t = config["train"]
     keras.utils.set_random_seed(t["seed"])
-    if t["mixed_precision"]:
-        policy = MIXED_PRECISION_POLICIES[t["mixed_precision"]]
-        keras.config.set_dtype_policy(policy)
-        gpus = tf.config.list_physical_devices("GPU")
-        warning = slow_bfloat16_warning(policy, gpus, cpu_flags())
-        if warning:
-            log.warning(warning)
+    warning = set_precision(t)
+    if warning:
+        log.warning(warning)
     train_data, val_data, tokenizers, steps_per_epoch = prepare_data(place, config)
     model, backup, initial_epoch = prepare_model(place, config, tokenizers, steps_per_epoch)
     if longer:
