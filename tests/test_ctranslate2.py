@@ -8,6 +8,7 @@ import tensorflow as tf
 from conftest import load_tiny_translation
 
 import keras_transformer as kt
+from keras_transformer import run
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.errors import ArgumentError
 from keras_transformer.text import SentencePieceTokenizer
@@ -74,40 +75,50 @@ def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tm
     )
 
 
-def test_ctranslate2_greedy_is_the_package_greedy_and_int8_keeps_the_bleu(
-    tiny_translation, tmp_path
-):
+def test_ctranslate2_greedy_is_the_package_greedy(tiny_translation, tmp_path):
     model, tokenizer = load_tiny_translation(tiny_translation)
     test = numbers_corpus("test")[:300]
     translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1)
     ours = kt.inference.translate_lines(translator, test.sources)
-
-    float32 = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "float32"))
-    theirs = float32(test.sources)
+    theirs = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "float32"))(
+        test.sources
+    )
     same = np.mean([a == b for a, b in zip(ours, theirs, strict=True)])
     assert same >= 0.99, f"only {same:.1%} of greedy outputs agree"
 
-    int8 = CTranslate2Translator(
-        export_ctranslate2(translator, tmp_path / "int8", quantization="int8")
-    )
-    ours_int8 = int8(test.sources)
-    # German number words are single tokens: BLEU over characters, and exact matches.
+
+@pytest.mark.xdist_group("main_job")  # the README main job's model, trained once
+def test_ctranslate2_int8_translates_nearly_every_sentence_as_float32_does(main_job, tmp_path):
+    """int8 is judged on a trained model (the README main job's, ~97% exact matches),
+    sentence by sentence. On a model that is barely trained, most outputs sit near a
+    tie between two pieces, and which way int8's rounding tips them depends on the
+    CPU's int8 kernels: the tiny test model lost 2 BLEU on an AVX2 CPU and none on an
+    AVX-512 one, with 137 of 300 outputs changed on the first."""
+    directory, _ = main_job
+    test = numbers_corpus("test", "de", "en")
+    outputs = {
+        quantization: CTranslate2Translator(
+            run.export_ctranslate2_run(
+                str(directory / "runs" / "numbers_de_en"),
+                tmp_path / str(quantization),
+                quantization=quantization,
+                beam_size=1,
+            )
+        )(test.sources)
+        for quantization in (None, "int8")
+    }
+    float32, int8 = outputs[None], outputs["int8"]
+    same = np.mean([a == b for a, b in zip(float32, int8, strict=True)])
+    assert same >= 0.97, f"int8 changes {1 - same:.1%} of the outputs"
+    # int8 loses no more exact matches than it gains, up to McNemar's two standard
+    # deviations, and keeps the BLEU.
+    lost = sum(a == t != b for a, b, t in zip(float32, int8, test.targets, strict=True))
+    gained = sum(b == t != a for a, b, t in zip(float32, int8, test.targets, strict=True))
+    assert lost - gained <= 2 * np.sqrt(lost + gained), (lost, gained)
     bleu, bleu_int8 = (
-        sacrebleu.corpus_bleu(output, [test.targets], tokenize="char").score
-        for output in (theirs, ours_int8)
+        sacrebleu.corpus_bleu(output, [test.targets]).score for output in (float32, int8)
     )
-    exact, exact_int8 = (
-        np.mean([a == b for a, b in zip(output, test.targets, strict=True)])
-        for output in (theirs, ours_int8)
-    )
-    assert bleu > 50, f"the tiny model should translate numbers, BLEU {bleu:.1f}"
-    assert bleu_int8 >= bleu - 0.5, (bleu, bleu_int8)
-    # Sentence by sentence: int8 loses no more exact matches than it gains, up to
-    # McNemar's two standard deviations (the tiny model gets ~8% of 300 exactly right,
-    # so a bound on the two rates alone would judge a handful of sentences).
-    lost = sum(a == t != b for a, b, t in zip(theirs, ours_int8, test.targets, strict=True))
-    gained = sum(b == t != a for a, b, t in zip(theirs, ours_int8, test.targets, strict=True))
-    assert lost - gained <= 2 * np.sqrt(lost + gained), (exact, exact_int8, lost, gained)
+    assert bleu > 90 and bleu_int8 >= bleu - 0.5, (bleu, bleu_int8)
 
 
 def test_ctranslate2_takes_the_exported_length_options(tiny_translation, tmp_path):

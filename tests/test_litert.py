@@ -46,11 +46,16 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(mai
     source_ids = np.concatenate([beam.source_ids(s) for s in sentences])  # (N, 64), 0-padded
     expected_ids = in_batches(ids_of, "source_ids", source_ids)["target_ids"]  # (N, 64)
     expected_texts = in_batches(serve, "inputs", np.array(sentences, object))["outputs"]
+    # The SavedModel cuts sources at the run's limit; an over-long one is compared with
+    # the package's translation at the LiteRT file's own limit.
+    assert beam.truncated(sentences) == [False] * (len(sentences) - 1) + [True]
+    cut = beam_translator(directory).copy(max_source_length=beam.max_source_length)
+    expected_texts[-1] = cut(tf.constant(sentences[-1:])).numpy()[0]
     for index in range(len(sentences)):
         actual = beam.translate_ids(source_ids[index : index + 1])
         np.testing.assert_array_equal(actual, expected_ids[index : index + 1], str(index))
         assert texts[index] == expected_texts[index].decode(), index
-    assert texts[-3:-1] == ["", ""] and beam.truncated(sentences[-3:]) == [False, False, True]
+    assert texts[-3:-1] == ["", ""]
     for wrong, received in ((sentences[0], "one string"), ([sentences[0], 3], "an item 3")):
         with pytest.raises(ArgumentError, match=received):
             beam(wrong)
@@ -161,10 +166,63 @@ def test_what_litert_cannot_hold_is_refused_by_name(translator, message, tmp_pat
         export_litert(translator(), tmp_path)
 
 
-def test_litert_translator_refuses_bad_input(tmp_path):
+@pytest.fixture(scope="module")
+def small_export(tmp_path_factory):
+    """`(translator, LiteRT directory)` of an untrained model whose sources are cut at 8."""
+    translator = small_translator(max_source_length=8)
+    directory = tmp_path_factory.mktemp("small_litert")
+    return translator, export_litert(translator, directory, max_source_length=8)
+
+
+def test_every_path_cuts_a_source_to_the_same_ids(small_export, tmp_path):
+    """The graph (`Translator`, which the SavedModel traces), the LiteRT and CTranslate2
+    runtimes and the training pipeline keep a source's first `limit - 1` pieces, then EOS."""
+    from keras_transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    translator, litert_directory = small_export
+    limit = translator.max_source_length
+    tokenizer = translator.source_tokenizer
+    word = "neunhundertneunundneunzigtausendneunhundert"
+    sentences = ["", "   ", *(word[:n] for n in range(1, len(word) + 1)), "eins " * 100]
+    pieces = tokenizer.tokenize(tf.constant(sentences)).to_list()
+    assert {len(p) + 1 > limit for p in pieces} == {False, True}
+    assert {limit - 1, limit} <= {len(p) for p in pieces}  # the last piece kept, the first cut
+    expected = [p[: limit - 1] + [tokenizer.eos_id] for p in pieces]  # written out, not shared
+
+    litert = LiteRTTranslator(
+        export_litert(translator, tmp_path / "litert", max_source_length=limit)
+    )
+    ctranslate2 = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "ctranslate2"))
+    pipeline = kt.text.make_batches(
+        (sentences, sentences),
+        tokenizer,
+        tokenizer,
+        max_length=limit,
+        batch_size=len(sentences),
+        bucketing=False,
+        overflow="truncate",
+        shuffle=False,
+        cache=False,
+    )
+    (pipeline_ids, _), _ = next(iter(pipeline.dataset))
+    paths = {
+        "graph": translator.source_ids(tf.constant(sentences)).numpy(),
+        "litert": np.concatenate([litert.source_ids(s) for s in sentences]),
+        "pipeline": pipeline_ids.numpy(),
+    }
+    for name, ids in paths.items():
+        assert [[i for i in row if i != tokenizer.pad_id] for row in ids] == expected, name
+    pieces_of = [[tokenizer.pieces[i] for i in row[:-1]] for row in expected]
+    assert ctranslate2.source_pieces(sentences) == pieces_of  # CTranslate2 appends the EOS
+    truncated = [len(p) + 1 > limit for p in pieces]
+    assert translator.truncated(sentences).numpy().tolist() == truncated
+    assert litert.truncated(sentences) == truncated
+
+
+def test_litert_translator_refuses_bad_input(small_export, tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"{OPTIONS_FILE} is missing"):
         LiteRTTranslator(tmp_path)
-    translate = LiteRTTranslator(export_litert(small_translator(), tmp_path, max_source_length=8))
+    translate = LiteRTTranslator(small_export[1])
     with pytest.raises(ValueError, match=r"shape \(1, 8\). Received: shape \(1, 9\)"):
         translate.translate_ids(np.zeros((1, 9), np.int32))
     with pytest.raises(ValueError, match=r"Received: shape \(1, 8\), dtype float32"):

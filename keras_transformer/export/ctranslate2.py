@@ -41,7 +41,7 @@ from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.rules import LengthOptions
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
-from keras_transformer.text import load_tokenizer
+from keras_transformer.text import SourcePolicy, load_tokenizer
 from keras_transformer.validation import check_at_least
 
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
@@ -353,6 +353,7 @@ class CTranslate2Translator:
         )
         self.source_tokenizer = load_tokenizer(os.path.join(directory, SOURCE_TOKENIZER))
         self.target_tokenizer = load_tokenizer(os.path.join(directory, TARGET_TOKENIZER))
+        self.source_policy = SourcePolicy(self.max_source_length, self.source_tokenizer.eos_id)
         self._source_pieces = self.source_tokenizer.pieces
         target_pieces = self.target_tokenizer.pieces
         self._target_ids = {p: i for i, p in enumerate(target_pieces)}
@@ -398,17 +399,17 @@ class CTranslate2Translator:
                 targets[i] = result.hypotheses[0]
         return targets
 
+    def source_pieces(self, sentences):
+        """The pieces each of `sentences` `(B,)` is translated from: cut, EOS not yet added."""
+        ids = self.source_tokenizer.tokenize(check_sentences(sentences)).to_list()
+        return [[self._source_pieces[i] for i in self.source_policy.pieces(row)] for row in ids]
+
     def __call__(self, sentences, max_batch_size=64):
         """Translations of `sentences` (a list of `str`), as a list of `str`."""
         sentences = check_sentences(sentences)  # (B,)
         if sentences.shape[0] == 0:
             return []
-        ids = self.source_tokenizer.tokenize(sentences)
-        source = [
-            [self._source_pieces[i] for i in row[: self.max_source_length - 1]]
-            for row in ids.to_list()
-        ]
-        targets = self.translate_pieces(source, max_batch_size)
+        targets = self.translate_pieces(self.source_pieces(sentences), max_batch_size)
         target_ids = tf.ragged.constant(
             [
                 [self._target_ids.get(p, self.target_tokenizer.unk_id) for p in row]

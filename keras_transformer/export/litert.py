@@ -26,7 +26,7 @@ from keras_transformer.constants import BOS_ID, PAD_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import read_options, write_options
 from keras_transformer.inference.checks import refuse_one_string
-from keras_transformer.text import SentencePieceTokenizer
+from keras_transformer.text import SentencePieceTokenizer, SourcePolicy
 from keras_transformer.validation import check_choice, check_positive_int
 
 LITERT_FILE = "translator.tflite"
@@ -167,6 +167,7 @@ class LiteRTTranslator:
         self.options = read_options(directory, OPTIONS_FILE, "LiteRT")
         self.max_source_length = self.options["max_source_length"]
         self.max_length = self.options["max_length"]
+        self.source_policy = SourcePolicy(self.max_source_length, self.options["source_eos_id"])
         self.source = sentencepiece.SentencePieceProcessor(
             model_file=os.path.join(directory, SOURCE_MODEL)
         )
@@ -183,9 +184,9 @@ class LiteRTTranslator:
 
     def source_ids(self, sentence):
         """A sentence's ids, cut to `max_source_length` with EOS: int32 `(1, S)`, 0-padded."""
-        pieces = self.source.encode(sentence)[: self.max_source_length - 1]
-        ids = np.zeros((1, self.max_source_length), np.int32)
-        ids[0, : len(pieces) + 1] = [*pieces, self.options["source_eos_id"]]
+        kept = self.source_policy.ids(self.source.encode(sentence))
+        ids = np.full((1, self.max_source_length), PAD_ID, np.int32)
+        ids[0, : len(kept)] = kept
         return ids
 
     def translate_ids(self, source_ids):
@@ -202,7 +203,7 @@ class LiteRTTranslator:
 
     def truncated(self, sentences):
         """Which sentences are longer than `max_source_length` pieces with EOS: list of bool."""
-        return [len(self.source.encode(s)) + 1 > self.max_source_length for s in sentences]
+        return [self.source_policy.truncated(len(self.source.encode(s))) for s in sentences]
 
     def __call__(self, sentences):
         """Translations of a list of strings, one call of the model each."""

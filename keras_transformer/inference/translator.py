@@ -15,6 +15,7 @@ from keras_transformer.inference.rules import LengthOptions, check_length_option
 from keras_transformer.inference.sampling import check_sampling, sample
 from keras_transformer.inference.shortlist import Shortlisted
 from keras_transformer.layers.base import arguments_of
+from keras_transformer.text import SourcePolicy
 from keras_transformer.validation import check_positive_int, check_tensorflow_backend
 
 
@@ -131,6 +132,7 @@ class Translator(tf.Module):
         self.beam_size = beam_size
         self.alpha = alpha
         self.max_source_length = max_source_length
+        self.source_policy = SourcePolicy(max_source_length, source_tokenizer.eos_id)
         self.jit_compile = jit_compile
         self.n_best = n_best
         self.sample = sample
@@ -184,17 +186,14 @@ class Translator(tf.Module):
             translator.truncated(["zwei", "eins " * 300]).numpy()  # array([False,  True])
             ```
         """
-        pieces = self.source_tokenizer.tokenize(check_sentences(sentences))
-        return pieces.row_lengths() + 1 > self.max_source_length  # EOS included
+        return self.source_policy.tf_truncated(
+            self.source_tokenizer.tokenize(check_sentences(sentences))
+        )
 
     def source_ids(self, sentences):
         """Tokenized sources, cut to `max_source_length` with EOS: int32 `(B, S)`."""
         pieces = self.source_tokenizer.tokenize(check_sentences(sentences))  # ragged (B, None)
-        pieces = pieces[:, : self.max_source_length - 1]
-        dense = tf.pad(pieces.to_tensor(PAD_ID), [[0, 0], [0, 1]], constant_values=PAD_ID)
-        lengths = tf.cast(pieces.row_lengths(), tf.int32)  # (B,)
-        at_end = tf.range(tf.shape(dense)[1])[None, :] == lengths[:, None]  # (B, S)
-        return tf.where(at_end, self.source_tokenizer.eos_id, dense)  # (B, S), EOS after the pieces
+        return self.source_policy.tf_ids(pieces)  # (B, S)
 
     def translate(self, sentences, prefixes=None, constraints=None):
         """Translations with their scores, optionally from given target prefixes and

@@ -8,12 +8,14 @@ from keras_transformer.text.pipeline import (
 )
 from keras_transformer.text.registry import TOKENIZER_TYPES, load_tokenizer, train_tokenizer
 from keras_transformer.text.sentencepiece_tokenizer import SentencePieceTokenizer
+from keras_transformer.text.source import SourcePolicy
 from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
 
 __all__ = [
     "Batches",
     "SentencePieceTokenizer",
+    "SourcePolicy",
     "TOKENIZER_TYPES",
     "Tokenizer",
     "WordPieceTokenizer",

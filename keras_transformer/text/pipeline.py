@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.text.source import SourcePolicy
 from keras_transformer.validation import check_choice, check_positive_int
 
 TOKENIZE_BATCH = 1024
@@ -202,7 +203,7 @@ def make_batches(
     if max_length < 2:
         raise ArgumentError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     bos, eos = target_tokenizer.bos_id, target_tokenizer.eos_id
-    source_eos = source_tokenizer.eos_id
+    source_policy = SourcePolicy(max_length, source_tokenizer.eos_id)
     sampled = sampling_alpha is not None
     tokenizers = (source_tokenizer, target_tokenizer)
     samplers = [t.sampler(sampling_alpha, sampling_nbest_size) for t in tokenizers if sampled]
@@ -246,9 +247,8 @@ def make_batches(
         tokenized = tokenized.map(lambda *pair: (*pair, bucket_length(*pair)))
 
     def to_example(source, target, length):
-        source = source[: max_length - 1]
         target = target[: max_length - 1]
-        source_ids = tf.concat([source, [source_eos]], axis=0)  # (S,)
+        source_ids = tf.concat([source_policy.pieces(source), [source_policy.eos_id]], 0)  # (S,)
         target_in = tf.concat([[bos], target], axis=0)  # (T,)
         target_out = tf.concat([target, [eos]], axis=0)  # (T,)
         return (source_ids, target_in), target_out, length
