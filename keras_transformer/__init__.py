@@ -1,7 +1,7 @@
 """keras_transformer: the encoder-decoder Transformer as Keras 3 layers.
 
 The names most programs need are here (`kt.Transformer`,
-`kt.transformer_optimizer`, `kt.Translator`, `kt.export_translator`, ...);
+`kt.transformer_optimizer`, `kt.Translator`, `kt.DecodeOptions`, `kt.export_translator`, ...);
 the subpackages `kt.layers`, `kt.models`, `kt.text`, `kt.datasets`,
 `kt.training`, `kt.inference`, `kt.export` and `kt.run` hold the rest.
 """
@@ -21,7 +21,7 @@ from keras_transformer import (  # noqa: E402
     training,
 )
 from keras_transformer.export import export_translator  # noqa: E402
-from keras_transformer.inference import Translator  # noqa: E402
+from keras_transformer.inference import DecodeOptions, Translator  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
 from keras_transformer.training import (  # noqa: E402
     MaskedAccuracy,
@@ -33,6 +33,7 @@ from keras_transformer.training import (  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "DecodeOptions",
     "MaskedAccuracy",
     "MaskedSparseCategoricalCrossentropy",
     "Transformer",

@@ -26,7 +26,7 @@ import yaml
 
 from keras_transformer.datasets.splits import CORPUS_KINDS
 from keras_transformer.errors import ConfigError
-from keras_transformer.inference import Translator
+from keras_transformer.inference import DecodeOptions
 from keras_transformer.layers.positional_encoding import LAYOUTS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
@@ -49,7 +49,7 @@ MODEL_ARGUMENTS = [
     if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
     and name not in ("input_vocab_size", "target_vocab_size")
 ]
-# The `Translator` options a run's `decode` section holds, with its defaults.
+# The `DecodeOptions` a run's `decode` section holds, with their defaults.
 DECODE_OPTIONS = [
     "beam_size",
     "alpha",
@@ -134,7 +134,7 @@ DEFAULTS = {
     # p >= 1 also ends it once p * beam_size hypotheses have ended (CTranslate2's patience):
     # faster, but the best hypothesis may be lost
     "decode": {
-        **signature_defaults(Translator, DECODE_OPTIONS),
+        **{name: getattr(DecodeOptions(), name) for name in DECODE_OPTIONS},
         "batch_size": 64,
         # lexical shortlist (0: off): each batch decodes over this many target pieces, the
         # union of its source pieces' `shortlist_per_source` most frequent companions in
@@ -322,6 +322,7 @@ def load_config(path=None, overrides=()):
             raise ConfigError(f"Overrides look like section.key=value. Received: {override!r}")
         dotted, raw = override.split("=", 1)
         set_value(config, dotted.strip(), yaml.safe_load(raw) if raw.strip() else None)
+    check_decode_section(config["decode"])
     t = config["train"]
     if t["cooldown_epochs"] > t["epochs"]:
         raise ConfigError(
@@ -329,6 +330,14 @@ def load_config(path=None, overrides=()):
             f"cooldown_epochs={t['cooldown_epochs']}, epochs={t['epochs']}"
         )
     return config
+
+
+def check_decode_section(decode):
+    """A `ConfigError` where the `decode` options do not go together (`DecodeOptions`)."""
+    try:
+        DecodeOptions(**{name: decode[name] for name in DECODE_OPTIONS})
+    except ValueError as error:
+        raise ConfigError(f"The decode section's options do not go together: {error}") from None
 
 
 def builtin_config_path(name):

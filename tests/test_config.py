@@ -47,7 +47,7 @@ def test_the_layers_share_the_models_defaults():
 
 def test_decoding_defaults_are_the_same_everywhere():
     decode = {k: v for k, v in cfg.DEFAULTS["decode"].items() if k in cfg.DECODE_OPTIONS}
-    assert {k: defaults(kt.Translator)[k] for k in decode} == decode
+    assert {k: getattr(kt.inference.DecodeOptions(), k) for k in decode} == decode
     assert defaults(kt.Translator)["shortlist"] is None and cfg.DEFAULTS["decode"]["shortlist"] == 0
     shortlist = defaults(kt.inference.Shortlist.build)
     assert shortlist["per_source"] == cfg.DEFAULTS["decode"]["shortlist_per_source"]
@@ -93,6 +93,22 @@ def test_bad_values_name_the_key_and_what_it_takes(override, message):
     with pytest.raises(cfg.ConfigError) as error:
         cfg.load_config(overrides=[override])
     assert message in str(error.value) and "Received:" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["decode.min_length=64"], "`min_length` counts the tokens before EOS"),
+        (["decode.max_length_b=0"], "`max_length_b` must be an integer (at least 1 when"),
+        (["decode.max_length=8", "decode.min_length=8"], "Received: min_length=8, max_length=8"),
+    ],
+)
+def test_decode_options_that_do_not_go_together_are_refused_on_load(overrides, message):
+    with pytest.raises(cfg.ConfigError, match="decode section's options do not go together"):
+        cfg.load_config(overrides=overrides)
+    with pytest.raises(cfg.ConfigError) as error:
+        cfg.load_config(overrides=overrides)
+    assert message in str(error.value)
 
 
 def test_mixed_precision_names_the_policy_it_trains_under():

@@ -25,6 +25,22 @@ def translator(parts, **options):
     return Translator(model, tokenizer, tokenizer, max_length=30, jit_compile=False, **options)
 
 
+def test_a_translator_holds_one_decode_options_and_copies_by_replacing_fields(parts):
+    model, tokenizer = parts
+    options = kt.inference.DecodeOptions(beam_size=2, max_length=12, no_repeat_ngram_size=3)
+    made = Translator(model, tokenizer, tokenizer, options, jit_compile=False, alpha=1.0)
+    assert made.options == options.replace(alpha=1.0)
+    assert (made.beam_size, made.alpha, made.max_length) == (2, 1.0, 12)
+    assert made.length_options == kt.inference.LengthOptions(0.0, None, 0, 3)
+    greedy = made.copy(beam_size=1)
+    assert greedy.options == made.options.replace(beam_size=1) and not greedy.jit_compile
+    assert greedy.model is model and greedy.source_tokenizer is tokenizer
+    with pytest.raises(ArgumentError, match="give single options by name .* options=30"):
+        Translator(model, tokenizer, tokenizer, 30)  # max_length was the fourth argument
+    with pytest.raises(ArgumentError, match="Unknown decoding option 'beam'"):
+        made.copy(beam=3)
+
+
 def test_n_best_are_sorted_and_the_first_is_the_best(parts):
     beam = translator(parts, beam_size=4, n_best=3)
     result = beam.translate(SENTENCES)
@@ -78,7 +94,7 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(parts):
     model, tokenizer = parts
     single = translator(parts, beam_size=4, n_best=2).translate(SENTENCES)
     doubled = Translator(
-        Ensemble([model, model]), tokenizer, tokenizer, 30, 4, n_best=2, jit_compile=False
+        Ensemble([model, model]), tokenizer, tokenizer, max_length=30, n_best=2, jit_compile=False
     )
     one = doubled.copy(model=Ensemble([model]))
     both = doubled.translate(SENTENCES)

@@ -38,7 +38,7 @@ from keras_transformer.constants import BOS_ID, EOS_ID, UNK_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import read_options, write_options
 from keras_transformer.inference.checks import check_sentences
-from keras_transformer.inference.rules import LengthOptions
+from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.text import SourcePolicy, load_tokenizer
@@ -49,7 +49,6 @@ POSITIONS = 1024
 DECODE_FILE = "keras_transformer.json"
 SOURCE_TOKENIZER = "source_tokenizer"
 TARGET_TOKENIZER = "target_tokenizer"
-LENGTH_DEFAULTS = LengthOptions()._asdict()  # for exports written before the length options
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "tanh": "Tanh"}
 
 
@@ -276,12 +275,7 @@ def export_ctranslate2(translator, directory, quantization=None):
         translator.source_tokenizer.save(os.path.join(staging, SOURCE_TOKENIZER))
         translator.target_tokenizer.save(os.path.join(staging, TARGET_TOKENIZER))
         options = {
-            "beam_size": translator.beam_size,
-            "alpha": translator.alpha,
-            "patience": translator.patience,
-            "max_length": translator.max_length,
-            "max_source_length": translator.max_source_length,
-            **translator.length_options._asdict(),
+            **translator.options.to_dict(),
             "quantization": quantization,
             "shortlist": translator.shortlist is not None,
         }
@@ -338,19 +332,18 @@ class CTranslate2Translator:
         patience=None,
     ):
         ct2 = _ctranslate2()
-        options = read_options(directory, DECODE_FILE, "CTranslate2")
+        written = read_options(directory, DECODE_FILE, "CTranslate2")
+        options = DecodeOptions.from_dict(written, others=("quantization", "shortlist"))
         if patience is None:
-            patience = options.get("patience") or 1
+            patience = options.patience or 1
         check_at_least("patience", patience, 1)
         self.patience = patience
-        self.beam_size = options["beam_size"] if beam_size is None else beam_size
-        self.alpha = options["alpha"] if alpha is None else alpha
-        self.max_length = options["max_length"]
-        self.max_source_length = options["max_source_length"]
-        self.use_vmap = options.get("shortlist", False)
-        self.length_options = LengthOptions(
-            **{name: options.get(name, default) for name, default in LENGTH_DEFAULTS.items()}
-        )
+        self.beam_size = options.beam_size if beam_size is None else beam_size
+        self.alpha = options.alpha if alpha is None else alpha
+        self.max_length = options.max_length
+        self.max_source_length = options.max_source_length
+        self.use_vmap = written.get("shortlist", False)
+        self.length_options = options.length_options
         self.source_tokenizer = load_tokenizer(os.path.join(directory, SOURCE_TOKENIZER))
         self.target_tokenizer = load_tokenizer(os.path.join(directory, TARGET_TOKENIZER))
         self.source_policy = SourcePolicy(self.max_source_length, self.source_tokenizer.eos_id)

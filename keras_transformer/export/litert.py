@@ -26,6 +26,7 @@ from keras_transformer.constants import BOS_ID, PAD_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import read_options, write_options
 from keras_transformer.inference.checks import refuse_one_string
+from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.text import SentencePieceTokenizer, SourcePolicy
 from keras_transformer.validation import check_choice, check_positive_int
 
@@ -35,6 +36,8 @@ SOURCE_MODEL = "source.model"
 TARGET_MODEL = "target.model"
 QUANTIZATIONS = ("float16", "dynamic_int8")
 MAX_SOURCE_LENGTH = 64
+# What `litert.json` holds beside the `DecodeOptions` of the exported search.
+EXPORT_KEYS = ("quantization", "eos_id", "source_eos_id")
 
 
 def export_litert(translator, directory, quantization=None, max_source_length=MAX_SOURCE_LENGTH):
@@ -116,11 +119,7 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
     ]:
         tokenizer.write_asset(os.path.join(directory, name))
     options = {
-        "max_source_length": max_source_length,
-        "max_length": plain.max_length,
-        "beam_size": plain.beam_size,
-        "alpha": plain.alpha,
-        "patience": plain.patience,
+        **plain.options.to_dict(),
         "quantization": quantization,
         "eos_id": plain.target_tokenizer.eos_id,
         "source_eos_id": plain.source_tokenizer.eos_id,
@@ -165,8 +164,9 @@ class LiteRTTranslator:
         import sentencepiece
 
         self.options = read_options(directory, OPTIONS_FILE, "LiteRT")
-        self.max_source_length = self.options["max_source_length"]
-        self.max_length = self.options["max_length"]
+        self.decode_options = DecodeOptions.from_dict(self.options, others=EXPORT_KEYS)
+        self.max_source_length = self.decode_options.max_source_length
+        self.max_length = self.decode_options.max_length
         self.source_policy = SourcePolicy(self.max_source_length, self.options["source_eos_id"])
         self.source = sentencepiece.SentencePieceProcessor(
             model_file=os.path.join(directory, SOURCE_MODEL)

@@ -5,18 +5,16 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.beam_search import beam_search, check_beam_options
+from keras_transformer.inference.beam_search import beam_search
 from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.constraints import check_fit
-from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.greedy import greedy_search
+from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
-from keras_transformer.inference.rules import LengthOptions, check_length_options
-from keras_transformer.inference.sampling import check_sampling, sample
+from keras_transformer.inference.sampling import sample
 from keras_transformer.inference.shortlist import Shortlisted
-from keras_transformer.layers.base import arguments_of
 from keras_transformer.text import SourcePolicy
-from keras_transformer.validation import check_positive_int, check_tensorflow_backend
+from keras_transformer.validation import check_tensorflow_backend
 
 
 class Translator(tf.Module):
@@ -34,40 +32,26 @@ class Translator(tf.Module):
     `translate` and `truncated` report.
 
     Args:
-        model: a trained `keras_transformer.Transformer`.
+        model: a trained `keras_transformer.Transformer`, or an `Ensemble`
+            of models that share the tokenizers.
         source_tokenizer: the source side's `keras_transformer.text.Tokenizer`.
         target_tokenizer: the target side's tokenizer (may be the same).
-        max_length: most target tokens to generate, EOS included. Defaults
-            to 64.
-        beam_size: 1 for greedy search, more for beam search. Defaults to 4.
-        alpha: length penalty of beam search (and of the scores `translate`
-            reports). Defaults to 0.6.
-        max_source_length: longest source in tokens, EOS included.
+        options: the search's `inference.DecodeOptions` (beam size, length
+            penalty, lengths, repetition, patience, sampling). Defaults to
+            `DecodeOptions()`: beam search of 4, alpha 0.6, at most 64 tokens.
         jit_compile: whether to compile the search with XLA (faster on a
             CPU; docs/benchmarks.md); the tokenizers always run uncompiled.
-        n_best: hypotheses `translate` returns per sentence: the N best of
-            beam search (at most `beam_size`), or N samples. Defaults to 1.
-        sample: draw tokens at random (`inference.sample`) instead of
-            searching. Defaults to False.
-        temperature, top_k, top_p, seed: the sampling options of
-            `inference.sample`.
-        max_length_a, max_length_b, min_length, no_repeat_ngram_size: the
-            length and repetition options of every search
-            (`inference.LengthOptions`): an output has at most
-            `max_length_a * source tokens + max_length_b` tokens (None:
-            `max_length`), at least `min_length` before EOS, and no n-gram
-            of `no_repeat_ngram_size` tokens twice (0: no such rule).
         shortlist: optional `inference.Shortlist`: each batch decodes over
             its sources' candidate target pieces only (the others get
             probability zero), for a cheaper output projection.
-        patience: None to end beam search when its output is certain; P >= 1 to also
-            end a sentence once P * `beam_size` hypotheses have ended (`beam_search`).
-
-    `model` may also be an `Ensemble` of models that share the tokenizers.
+        **option_values: options by name, replacing those of `options`
+            (`beam_size=1`, `max_length=32`, ...; the fields of
+            `DecodeOptions`). Each is also readable as an attribute
+            (`translator.beam_size`).
 
     Raises:
-        ValueError: on non-positive sizes, or a tokenizer whose vocabulary is
-            larger than the model's embedding.
+        ValueError: on an option out of range or unknown, or a tokenizer
+            whose vocabulary is larger than the model's embedding.
 
     Examples:
         ```python
@@ -82,39 +66,22 @@ class Translator(tf.Module):
         model,
         source_tokenizer,
         target_tokenizer,
-        max_length=MAX_LENGTH,
-        beam_size=BEAM_SIZE,
-        alpha=ALPHA,
-        max_source_length=256,
+        options=None,
+        *,
         jit_compile=True,
-        n_best=1,
-        sample=False,
-        temperature=1.0,
-        top_k=0,
-        top_p=1.0,
-        seed=0,
-        max_length_a=0.0,
-        max_length_b=None,
-        min_length=0,
-        no_repeat_ngram_size=0,
         shortlist=None,
-        patience=None,
+        **option_values,
     ):
         check_tensorflow_backend("Translator")
         super().__init__(name="translator")
-        check_beam_options(max_length, beam_size, alpha, None, patience)
-        check_positive_int("max_source_length", max_source_length)
-        check_positive_int("n_best", n_best)
-        self.length_options = check_length_options(
-            LengthOptions(max_length_a, max_length_b, min_length, no_repeat_ngram_size), max_length
-        )
-        if sample:
-            check_sampling(temperature, top_k, top_p)
-        elif n_best > beam_size:
+        if options is None:
+            options = DecodeOptions()
+        elif not isinstance(options, DecodeOptions):
             raise ArgumentError(
-                "`n_best` can be at most `beam_size` (or use `sample=True`). "
-                f"Received: n_best={n_best}, beam_size={beam_size}"
+                "`options` must be a `DecodeOptions`; give single options by name "
+                f"(max_length=64, beam_size=4). Received: options={options!r:.80}"
             )
+        options = options.replace(**option_values)
         for side, tokenizer, model_vocab in [
             ("source", source_tokenizer, model.input_vocab_size),
             ("target", target_tokenizer, model.target_vocab_size),
@@ -128,36 +95,42 @@ class Translator(tf.Module):
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
-        self.max_length = max_length
-        self.beam_size = beam_size
-        self.alpha = alpha
-        self.max_source_length = max_source_length
-        self.source_policy = SourcePolicy(max_source_length, source_tokenizer.eos_id)
+        self.options = options
+        self.source_policy = SourcePolicy(options.max_source_length, source_tokenizer.eos_id)
         self.jit_compile = jit_compile
-        self.n_best = n_best
-        self.sample = sample
-        self.temperature = temperature
-        self.top_k = top_k
-        self.top_p = top_p
-        self.seed = seed
-        self.max_length_a = max_length_a
-        self.max_length_b = max_length_b
-        self.min_length = min_length
-        self.no_repeat_ngram_size = no_repeat_ngram_size
         self.shortlist = shortlist
-        self.patience = patience
         self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
         self._search = tf.function(self._search_ids, jit_compile=jit_compile)
 
     def copy(self, **changes):
         """A new `Translator` of the same model and tokenizers, with `changes` to its options.
 
+        `changes` may name any argument of `Translator` and any field of
+        `DecodeOptions`.
+
         Examples:
             ```python
             greedy = translator.copy(beam_size=1)
             ```
         """
-        return Translator(**{**arguments_of(self, Translator), **changes})
+        arguments = {
+            "model": self.model,
+            "source_tokenizer": self.source_tokenizer,
+            "target_tokenizer": self.target_tokenizer,
+            "options": self.options,
+            "jit_compile": self.jit_compile,
+            "shortlist": self.shortlist,
+        }
+        option_values = {k: v for k, v in changes.items() if k not in arguments}
+        return Translator(
+            **{**arguments, **{k: v for k, v in changes.items() if k in arguments}},
+            **option_values,
+        )
+
+    @property
+    def length_options(self):
+        """The length and repetition options of `options`, as the searches take them."""
+        return self.options.length_options
 
     def __call__(self, sentences, constraints=None):
         """Translates `sentences` `(B,)` into strings `(B,)`.
@@ -447,3 +420,8 @@ def next_power_of_two(n):
     """The smallest power of two >= `n`, for a scalar int32 tensor `n` >= 0."""
     powers = tf.constant([2**i for i in range(31)])
     return tf.gather(powers, tf.searchsorted(powers, tf.reshape(n, [1]))[0])
+
+
+# Every decoding option reads as an attribute of the translator: `translator.beam_size`.
+for _name in DecodeOptions.names():
+    setattr(Translator, _name, property(lambda self, name=_name: getattr(self.options, name)))
