@@ -39,11 +39,17 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import read_options, write_options
 from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.options import DecodeOptions
+from keras_transformer.inference.probabilities import length_penalty
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.text import SourcePolicy, load_tokenizer
-from keras_transformer.validation import check_at_least
+from keras_transformer.validation import check_at_least, check_choice
 
+RANKINGS = ("package", "ctranslate2")
+# The patience of a search exported without one (the package's stops when its output is
+# certain, which CTranslate2 cannot): 4 gives the package's beam 4 outputs on the main
+# job's test split (docs/guides/ctranslate2.md); CTranslate2's own is 1.
+PATIENCE = {"package": 4, "ctranslate2": 1}
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
 POSITIONS = 1024
 DECODE_FILE = "keras_transformer.json"
@@ -301,19 +307,29 @@ class CTranslate2Translator:
     that limit where the package's search ends it with EOS, so outputs that
     reach it can differ.
 
+    Beam search ranks its hypotheses as the package does by default: the
+    beam's `beam_size` ended hypotheses come back with their log-probabilities,
+    and the one with the best GNMT score, log P / ((5 + |Y|) / 6) ** alpha,
+    is the translation. `ranking="ctranslate2"` keeps CTranslate2's own
+    ranking, log P / |Y| ** alpha, which favours other lengths.
+
     Args:
         directory: a directory written by `export_ctranslate2`.
         beam_size: 1 for greedy; defaults to the exported translator's.
-        alpha: CTranslate2's `length_penalty` (score / length ** alpha);
-            defaults to the exported translator's GNMT alpha.
+        alpha: the length penalty's alpha; defaults to the exported
+            translator's.
         compute_type: CTranslate2's compute type, e.g. `"default"` (the
             saved weights), `"int8"`, `"float32"`.
         intra_threads: threads per translation (0: CTranslate2's default).
         patience: CTranslate2's beam search patience: a sentence's search
             goes on until `beam_size * patience` hypotheses have ended;
-            defaults to the exported translator's, or 1 (CTranslate2's
-            default, the soonest) for a translator that stops when certain,
-            which CTranslate2 cannot.
+            defaults to the exported translator's. A translator exported
+            without one stops when its output is certain, which CTranslate2
+            cannot: then 4 with the package's ranking, 1 (CTranslate2's
+            default, the soonest) with its own.
+        ranking: `"package"` (GNMT's length penalty: the package's
+            translations) or `"ctranslate2"` (CTranslate2's length penalty;
+            with the default patience, CTranslate2's own beam search).
 
     Examples:
         ```python
@@ -330,14 +346,17 @@ class CTranslate2Translator:
         compute_type="default",
         intra_threads=0,
         patience=None,
+        ranking="package",
     ):
         ct2 = _ctranslate2()
+        check_choice("ranking", ranking, set(RANKINGS))
         written = read_options(directory, DECODE_FILE, "CTranslate2")
         options = DecodeOptions.from_dict(written, others=("quantization", "shortlist"))
         if patience is None:
-            patience = options.patience or 1
+            patience = options.patience or PATIENCE[ranking]
         check_at_least("patience", patience, 1)
         self.patience = patience
+        self.ranking = ranking
         self.beam_size = options.beam_size if beam_size is None else beam_size
         self.alpha = options.alpha if alpha is None else alpha
         self.max_length = options.max_length
@@ -375,11 +394,14 @@ class CTranslate2Translator:
         for index, pieces in enumerate(source_pieces):
             if pieces:
                 by_limit.setdefault(self.limit(len(pieces)), []).append(index)
+        own_ranking = self.beam_size == 1 or self.ranking == "ctranslate2"
         for limit, indices in by_limit.items():
             results = self.translator.translate_batch(
                 [source_pieces[i] for i in indices],
                 beam_size=self.beam_size,
                 length_penalty=self.alpha if self.beam_size > 1 else 0.0,
+                num_hypotheses=1 if own_ranking else self.beam_size,
+                return_scores=not own_ranking,
                 patience=self.patience,
                 max_decoding_length=limit,
                 min_decoding_length=self.length_options.min_length,
@@ -389,8 +411,19 @@ class CTranslate2Translator:
                 use_vmap=self.use_vmap,
             )
             for i, result in zip(indices, results, strict=True):
-                targets[i] = result.hypotheses[0]
+                targets[i] = result.hypotheses[0] if own_ranking else self.best(result)
         return targets
+
+    def best(self, result):
+        """The hypothesis of a CTranslate2 `result` with the best GNMT score.
+
+        CTranslate2 scores a hypothesis log P / |Y| ** alpha, |Y| counting its
+        EOS as the package counts it.
+        """
+        lengths = np.array([len(h) + 1 for h in result.hypotheses], np.float64)  # (N,)
+        log_probs = np.array(result.scores) * lengths**self.alpha  # (N,)
+        scores = log_probs / length_penalty(lengths, self.alpha).numpy()
+        return result.hypotheses[int(np.argmax(scores))]
 
     def source_pieces(self, sentences):
         """The pieces each of `sentences` `(B,)` is translated from: cut, EOS not yet added."""
