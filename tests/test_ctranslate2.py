@@ -211,7 +211,7 @@ def test_ctranslate2_patience_lets_beam_search_find_the_package_outputs(tiny_tra
     default = CTranslate2Translator(directory)
     assert (default.patience, default.ranking) == (4, "package")
     same = np.mean([a == b for a, b in zip(ours, default(sources), strict=True)])
-    assert same >= 0.93 and same > np.mean(agree[4]), (same, np.mean(agree[4]))
+    assert same >= 0.93 and same >= np.mean(agree[4]), (same, np.mean(agree[4]))
     with pytest.raises(ValueError, match="`ranking` must be one of"):
         CTranslate2Translator(directory, ranking="gnmt")
     with pytest.raises(ValueError, match="patience.*Received: patience=0"):

@@ -116,14 +116,19 @@ def test_litert_cli_exports_and_translates(main_job, tmp_path):
         check=True,
         capture_output=True,
     )
+    sentences = ["dreihunderteinundzwanzig", "", "   ", "eins " * 100]
     done = subprocess.run(
-        [command, "translate", "--litert", str(output), "dreihunderteinundzwanzig", "", "   "],
+        [command, "translate", "--litert", str(output), *sentences],
         cwd=directory,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:3] == ["three hundred and twenty-one", "", ""]
+    assert (
+        "warning: 1 of 4 lines have more than 63 source tokens and are translated cut to "
+        "that many: line 4"
+    ) in done.stderr
     for arguments, message in [
         (
             ["translate", "--litert", str(tmp_path / "nothing"), "eins"],

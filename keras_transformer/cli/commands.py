@@ -128,7 +128,11 @@ def run_translate(args):
 
 
 def report_truncated(translator, sentences, batch_size=256):
-    """Says on stderr which `sentences` are too long for the translator and are cut."""
+    """Says on stderr which `sentences` are too long for the translator and are cut.
+
+    `translator` is any engine with `truncated` and `max_source_length` (the package's
+    `Translator`, `LiteRTTranslator`).
+    """
     cut = [
         start + index + 1
         for start in range(0, len(sentences), batch_size)
@@ -176,14 +180,7 @@ def translate_with_litert(directory, sentences):
     from keras_transformer.export.litert import LiteRTTranslator
 
     translator = LiteRTTranslator(directory)
-    cut = [line for line, is_cut in enumerate(translator.truncated(sentences), 1) if is_cut]
-    if cut:
-        print(
-            f"warning: {len(cut)} of {len(sentences)} lines have more than "
-            f"{translator.max_source_length - 1} source tokens and are translated cut to "
-            f"that many: line {', '.join(map(str, cut[:20]))}{', ...' if len(cut) > 20 else ''}",
-            file=sys.stderr,
-        )
+    report_truncated(translator, sentences)
     return translator(sentences)
 
 

@@ -121,11 +121,8 @@ class Translator(tf.Module):
             "jit_compile": self.jit_compile,
             "shortlist": self.shortlist,
         }
-        option_values = {k: v for k, v in changes.items() if k not in arguments}
-        return Translator(
-            **{**arguments, **{k: v for k, v in changes.items() if k in arguments}},
-            **option_values,
-        )
+        given = {name: changes.pop(name) for name in list(changes) if name in arguments}
+        return Translator(**{**arguments, **given}, **changes)  # the rest are options
 
     @property
     def length_options(self):
