@@ -134,7 +134,7 @@ DEFAULTS = {
     # p >= 1 also ends it once p * beam_size hypotheses have ended (CTranslate2's patience):
     # faster, but the best hypothesis may be lost
     "decode": {
-        **{name: getattr(DecodeOptions(), name) for name in DECODE_OPTIONS},
+        **{k: v for k, v in vars(DecodeOptions()).items() if k in DECODE_OPTIONS},
         "batch_size": 64,
         # lexical shortlist (0: off): each batch decodes over this many target pieces, the
         # union of its source pieces' `shortlist_per_source` most frequent companions in
