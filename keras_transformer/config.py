@@ -60,6 +60,7 @@ DECODE_OPTIONS = [
     "no_repeat_ngram_size",
     "patience",
 ]
+DECODE_DEFAULTS = DecodeOptions()
 MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 
 DEFAULTS = {
@@ -134,7 +135,7 @@ DEFAULTS = {
     # p >= 1 also ends it once p * beam_size hypotheses have ended (CTranslate2's patience):
     # faster, but the best hypothesis may be lost
     "decode": {
-        **{k: v for k, v in vars(DecodeOptions()).items() if k in DECODE_OPTIONS},
+        **{name: getattr(DECODE_DEFAULTS, name) for name in DECODE_OPTIONS},
         "batch_size": 64,
         # lexical shortlist (0: off): each batch decodes over this many target pieces, the
         # union of its source pieces' `shortlist_per_source` most frequent companions in
