@@ -33,8 +33,12 @@ same model in the same process, the two versions timed in alternation, and
 prints the ratio of their speeds: what a change to the searches costs. With
 `--run-dir`, that comparison decodes a trained run's test split instead (its
 model, tokenizer, EOS and `decode.max_length`; batches of 64 sources sorted
-by length, as `evaluate` makes them), so outputs end where the model ends
-them; it also counts the sentences on which the two versions differ.
+by length, as `evaluate` makes them, padded to one width), so outputs end where the model ends
+them, and adds beam 4 with 2-best lists, greedy and beam 4 from a prefix
+(each reference's first two pieces) and with phrases to meet (up to two
+reference words each), and sampling with a seed; it counts the sentences on
+which the two versions' outputs differ for each, and prints what the
+phrases cost (constrained over free time, greedy and beam 4).
 
 `--run-dir` without `--baseline` decodes a trained run's split (`--split`,
 default its test split; `--checkpoint`) with what users run: the package's
@@ -61,12 +65,14 @@ import importlib
 import io
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from typing import NamedTuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -77,6 +83,7 @@ import tensorflow as tf  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import keras_transformer as kt  # noqa: E402
+from keras_transformer import inference  # noqa: E402
 from keras_transformer.inference import Translator, beam_search, greedy_search  # noqa: E402
 from keras_transformer.models import StepWrapper  # noqa: E402
 from keras_transformer.run import corpus_split, load_run  # noqa: E402
@@ -227,53 +234,132 @@ def time_alternately(functions, batches, rounds):
     for _ in range(rounds):
         for name, fn in functions.items():
             start = time.perf_counter()
-            for source_ids in batches:
-                np.asarray(fn(source_ids))
+            for batch in batches:
+                np.asarray(fn(batch))
             seconds[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in seconds.items()}, outputs
 
 
-def run_batches(run_dir, batch_size=64):
-    """`(model, batches, max_length, bos, eos)` for a trained run's test split: its sources
-    tokenized as `Translator` does, sorted by length, in batches of one source width."""
+class Batch(NamedTuple):
+    """One batch of a comparison: source ids `(B, S)` and, for a trained run, target
+    prefixes `(B, P)` and phrases to meet `(B, C, T)` (0-padded), or None."""
+
+    source_ids: object
+    prefix_ids: object = None
+    constraint_ids: object = None
+
+
+def run_batches(run_dir, batch_size=64, seed=0):
+    """`(model, batches, max_length, bos, eos, continues_word)` for a trained run's test
+    split: its sources tokenized as `Translator` does, sorted by length, in `Batch`es,
+    all padded to one width. Each sentence's prefix is the first two pieces of its reference,
+    and its phrases up to two reference words of three letters or more, chosen at random
+    (whether the output would hold them or not)."""
     config, model, source, target = load_run(run_dir)
-    sentences = corpus_split(config["data"], config["data"]["test_split"]).sources
+    split = corpus_split(config["data"], config["data"]["test_split"])
+    order = sorted(range(len(split.sources)), key=lambda i: len(split.sources[i]))
     translator = Translator(model, source, target)
-    ids = translator.source_ids(sorted(sentences, key=len)).numpy()  # (N, S)
-    batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
-    return model, batches, config["decode"]["max_length"], target.bos_id, target.eos_id
+    rng = np.random.default_rng(seed)
+    phrases = []
+    for i in order:
+        words = sorted(set(re.findall(r"\w{3,}", split.targets[i])))
+        rng.shuffle(words)
+        phrases.append((words[:2] + ["", ""])[:2])
+    # One width for every batch, so that each search compiles once (twice with the last).
+    source_ids = translator.source_ids([split.sources[i] for i in order]).numpy()  # (N, S)
+    prefix_ids = target.tokenize([split.targets[i] for i in order])[:, :2].to_tensor().numpy()
+    pieces = target.tokenize(tf.reshape(tf.constant(phrases), [-1])).to_tensor()  # (N*2, T)
+    constraint_ids = tf.reshape(pieces, [len(order), 2, -1]).numpy()  # (N, 2, T)
+    columns = (source_ids, prefix_ids, constraint_ids)
+    batches = [
+        Batch(*(ids[first : first + batch_size] for ids in columns))
+        for first in range(0, len(order), batch_size)
+    ]
+    max_length = config["decode"]["max_length"]
+    return model, batches, max_length, target.bos_id, target.eos_id, target.continues_word
 
 
-def compare_with_baseline(revision, model, batches, n, rounds, bos=BOS, eos=-1):
+def searches_of(module, model, settings):
+    """The searches a comparison times, each `Batch -> token ids` in one XLA-compiled
+    `tf.function`, made from `module`'s public search functions (whose keyword
+    arguments have not changed) so that two versions of them run the same calls.
+
+    `settings` holds `bos`, `eos` and `max_length`, and for a trained run
+    `continues_word`; without it, only greedy and beam 4 (the untrained model's
+    EOS is never written, so prefixes and phrases would not end)."""
+    bos, eos, n = settings["bos"], settings["eos"], settings["max_length"]
+    calls = {
+        "greedy": lambda b: module.greedy_search(model, b.source_ids, bos, eos, max_length=n),
+        "beam4": lambda b: module.beam_search(
+            model, b.source_ids, bos, eos, max_length=n, beam_size=4
+        ),
+    }
+    if "continues_word" in settings:
+        phrases = {"continues_word": settings["continues_word"]}
+        calls.update(
+            {
+                "beam4_nbest2": lambda b: module.beam_search(
+                    model, b.source_ids, bos, eos, max_length=n, beam_size=4, n_best=2
+                ),
+                "greedy_prefix": lambda b: module.greedy_search(
+                    model, b.source_ids, bos, eos, max_length=n, prefix_ids=b.prefix_ids
+                ),
+                "beam4_prefix": lambda b: module.beam_search(
+                    model, b.source_ids, bos, eos, n, 4, prefix_ids=b.prefix_ids
+                ),
+                "greedy_constrained": lambda b: module.greedy_search(
+                    model, b.source_ids, bos, eos, n, constraint_ids=b.constraint_ids, **phrases
+                ),
+                "beam4_constrained": lambda b: module.beam_search(
+                    model, b.source_ids, bos, eos, n, 4, constraint_ids=b.constraint_ids, **phrases
+                ),
+                "sample_seed": lambda b: module.sample(
+                    model, b.source_ids, bos, eos, n, temperature=0.8, top_p=0.9, seed=7
+                ),
+            }
+        )
+    return {
+        name: tf.function(lambda b, call=call: call(b)[0], jit_compile=True)
+        for name, call in calls.items()
+    }
+
+
+def compare_with_baseline(revision, model, batches, rounds, settings):
     """`(speed now / then per search, sentences whose outputs differ per search, what a
     beam-4 sentence costs now in greedy sentences)` of this checkout's searches against
-    those at `revision`, same model and inputs."""
+    those at `revision`, same model and inputs (`searches_of`)."""
     old, adapt = searches_at(revision)
-    searches = {}
-    for label, module, decoded in [("now", None, model), (revision, old, adapt(model))]:
-        greedy = greedy_search if module is None else module.greedy_search
-        beam = beam_search if module is None else module.beam_search
-        searches[f"greedy {label}"] = tf.function(
-            lambda s, f=greedy, m=decoded: f(m, s, bos, eos, max_length=n)[0], jit_compile=True
-        )
-        searches[f"beam4 {label}"] = tf.function(
-            lambda s, f=beam, m=decoded: f(m, s, bos, eos, max_length=n, beam_size=4)[0],
-            jit_compile=True,
-        )
-    seconds, outputs = time_alternately(searches, batches, rounds)
+    functions = {}
+    for label, module, decoded in [("now", inference, model), (revision, old, adapt(model))]:
+        for name, search in searches_of(module, decoded, settings).items():
+            functions[f"{name} {label}"] = search
+    seconds, outputs = time_alternately(functions, batches, rounds)
     ratios, differ = {}, {}
     beam4_cost = seconds["beam4 now"] / seconds["greedy now"]
     print(f"beam 4 costs {beam4_cost:.2f} greedy sentences now")
-    for search in ("greedy", "beam4"):
-        ratio = seconds[f"{search} {revision}"] / seconds[f"{search} now"]
-        ratios[search] = round(ratio, 3)
-        now, then = (np.concatenate(outputs[f"{search} {v}"]) for v in ("now", revision))
+    for search in searches_of(inference, model, settings):
+        now_s, then_s = seconds[f"{search} now"], seconds[f"{search} {revision}"]
+        ratios[search] = round(then_s / now_s, 3)
+        now, then = (
+            np.concatenate([o.reshape(len(o), -1) for o in outputs[f"{search} {v}"]])
+            for v in ("now", revision)
+        )
         differ[search] = int((now != then).any(axis=1).sum())
         print(
-            f"{search:6s} now {seconds[f'{search} now']:.3f} s, at {revision} "
-            f"{seconds[f'{search} {revision}']:.3f} s: speed now / then {ratio:.3f}; "
-            f"outputs differ on {differ[search]} of {len(now)} sentences"
+            f"{search:18s} now {now_s:.3f} s, at {revision} {then_s:.3f} s: speed now / then "
+            f"{then_s / now_s:.3f}; outputs differ on {differ[search]} of {len(now)} sentences"
         )
+    for search in ("greedy", "beam4"):
+        if f"{search}_constrained" in ratios:
+            cost = {
+                v: seconds[f"{search}_constrained {v}"] / seconds[f"{search} {v}"]
+                for v in ("now", revision)
+            }
+            ratios[f"{search}_constrained_cost"] = {v: round(c, 2) for v, c in cost.items()}
+            print(
+                f"{search} with phrases costs {cost['now']:.2f}x the free search's time now, "
+                f"{cost[revision]:.2f}x at {revision}"
+            )
     return ratios, differ, round(beam4_cost, 2)
 
 
@@ -372,13 +458,16 @@ def main():
     n = args.new_tokens
     if args.baseline:
         if args.run_dir:
-            run_model, batches, max_length, bos, eos = run_batches(args.run_dir)
+            run_model, batches, max_length, bos, eos, continues_word = run_batches(args.run_dir)
+            settings = {"bos": bos, "eos": eos, "max_length": max_length}
+            settings["continues_word"] = continues_word
             ratios, differ, beam4_cost = compare_with_baseline(
-                args.baseline, run_model, batches, max_length, args.rounds, bos, eos
+                args.baseline, run_model, batches, args.rounds, settings
             )
         else:
+            settings = {"bos": BOS, "eos": never, "max_length": n}
             ratios, differ, beam4_cost = compare_with_baseline(
-                args.baseline, model, [source_ids], n, args.rounds
+                args.baseline, model, [Batch(source_ids)], args.rounds, settings
             )
         print(
             json.dumps(

@@ -11,11 +11,11 @@ from test_search import BOS, EOS, HistoryStub, assert_output, random_model
 from keras_transformer.inference import (
     LengthOptions,
     beam_search,
+    constraints,
     greedy_search,
     length_penalty,
     sample,
 )
-from keras_transformer.inference.constraints import progress_of
 
 WORDS = [1, 4, 5]  # the stub's vocabulary besides padding, BOS and EOS
 SOURCES = np.arange(6, 18, dtype="int32")[:, None]  # twelve sentences
@@ -268,10 +268,13 @@ def test_progress_is_the_longest_suffix_that_starts_a_phrase():
     phrases = rng.integers(4, 6, (8, 2, 3)).astype("int32")
     phrases[:, 1, 2] = 0  # second phrases of two tokens
     lengths = (phrases != 0).sum(-1).astype("int32")
+    state = constraints.start(tf.constant(phrases))
     for step in range(8):
-        state = progress_of(tf.constant(phrases), tf.constant(lengths), tf.constant(tokens), step)
+        progress = constraints.progress_of(state, tf.constant(lengths))
         for row, c in itertools.product(range(8), range(2)):
             written, phrase = list(tokens[row, :step]), list(phrases[row, c, : lengths[row, c]])
-            assert state.met.numpy()[row, c] == contains(written, phrase)
-            progress = max(j for j in range(len(phrase)) if j == 0 or written[-j:] == phrase[:j])
-            assert state.progress.numpy()[row, c] == progress, (step, row, c)
+            assert progress.met.numpy()[row, c] == contains(written, phrase)
+            under_way = max(j for j in range(len(phrase)) if j == 0 or written[-j:] == phrase[:j])
+            assert progress.progress.numpy()[row, c] == under_way, (step, row, c)
+        if step < tokens.shape[1]:
+            state = constraints.advance(state, phrases, lengths, tf.constant(tokens[:, step]))

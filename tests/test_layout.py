@@ -1,7 +1,8 @@
 """The package's layout keeps its promises: dependencies point down the list of
 DESIGN.md (layers know nothing of training, the model nothing of training or
 inference), the searches and exporters probe no capabilities with `hasattr`,
-and no module or function outgrows a screen's worth of reading."""
+no module or function outgrows a screen's worth of reading, and no search or
+export function takes more than eight parameters (options travel as `DecodeOptions`)."""
 
 import ast
 import pathlib
@@ -97,3 +98,22 @@ def test_modules_and_functions_stay_short():
                 first = body[1] if has_docstring and len(body) > 1 else body[0]
                 lines = node.end_lineno - first.lineno + 1
                 assert lines <= 80, f"{path.name}: {node.name} has a body of {lines} lines"
+
+
+# The public search functions keep the parameters they had before the search objects.
+COMPATIBILITY_WRAPPERS = {"greedy_search", "beam_search", "sample"}
+
+
+def test_searches_and_exports_take_their_options_as_one_object():
+    crowded = []
+    for folder in ("inference", "export"):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.FunctionDef) or node.name in COMPATIBILITY_WRAPPERS:
+                    continue
+                arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                names = [a.arg for a in arguments if a.arg not in ("self", "cls")]
+                if len(names) > 8:
+                    crowded.append(f"{path.name}: {node.name} takes {len(names)}")
+    assert not crowded
+

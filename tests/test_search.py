@@ -5,7 +5,17 @@ from conftest import load_tiny_translation
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
-from keras_transformer.inference import beam_search, greedy_search, length_penalty, sample
+from keras_transformer.inference import (
+    BeamSearch,
+    GreedySearch,
+    Sampling,
+    TargetSide,
+    beam_search,
+    greedy_search,
+    length_penalty,
+    make_search,
+    sample,
+)
 from keras_transformer.inference import loop as search_module
 from keras_transformer.inference.adapters import HypothesisRows
 from keras_transformer.inference.ensemble import Ensemble
@@ -227,6 +237,32 @@ def test_beam_of_one_without_length_penalty_is_greedy_exactly(tiny_translation):
     greedy, _ = greedy_search(model, source, BOS, EOS, max_length=30)
     beam, _ = beam_search(model, source, BOS, EOS, max_length=30, beam_size=1, alpha=0.0)
     np.testing.assert_array_equal(beam.numpy(), greedy.numpy())
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        kt.DecodeOptions(beam_size=1, max_length=30),
+        kt.DecodeOptions(beam_size=4, n_best=2, max_length=30, alpha=1.0),
+        kt.DecodeOptions(sample=True, n_best=2, max_length=30, seed=3, temperature=1.5),
+    ],
+    ids=["greedy", "beam", "sampling"],
+)
+def test_every_search_gives_a_result_that_a_teacher_forced_pass_confirms(tiny_translation, options):
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    source = sources(tokenizer, n=8)
+    search = make_search(options, TargetSide(BOS, EOS))
+    assert isinstance(search, (GreedySearch, BeamSearch, Sampling))
+    result = tf.function(lambda s: search(model, s))(source)
+    assert result.token_ids.shape == (8, options.n_best, 30) and result.attention is None
+    outputs = result.token_ids.numpy().reshape(8 * options.n_best, 30)
+    rows = np.repeat(source, options.n_best, axis=0)
+    # The referee: one teacher-forced pass of the full model per output.
+    rescored = score_outputs(model, rows, outputs, BOS, EOS, alpha=options.alpha)
+    first_eos = [list(row).index(EOS) + 1 if EOS in row else 30 for row in outputs]
+    np.testing.assert_array_equal(result.lengths.numpy().ravel(), first_eos)
+    np.testing.assert_allclose(result.log_probs.numpy().ravel(), rescored["log_prob"], atol=1e-3)
+    np.testing.assert_allclose(result.scores.numpy().ravel(), rescored["score"], atol=1e-3)
 
 
 def test_beam_search_scores_at_least_as_well_as_greedy_on_most_sentences(tiny_translation):
@@ -681,7 +717,6 @@ def test_searches_reject_bad_arguments():
         beam_search(model, np.ones((2, 3), "int32"), BOS, EOS, patience=0.5)
     with pytest.raises(ValueError, match=r"`prefix_ids` must be integer.*shape \(batch"):
         greedy_search(model, np.ones((2, 3), "int32"), BOS, EOS, prefix_ids=np.ones(2))
-    from keras_transformer.inference import sample
 
     for bad, message in [
         ({"temperature": 0.0}, "`temperature` must be > 0"),
@@ -690,3 +725,5 @@ def test_searches_reject_bad_arguments():
     ]:
         with pytest.raises(ValueError, match=message):
             sample(model, np.ones((2, 3), "int32"), BOS, EOS, **bad)
+    with pytest.raises(ValueError, match="Sampling does not return attention"):
+        make_search(kt.DecodeOptions(sample=True), TargetSide(BOS, EOS), attention_layer=-1)

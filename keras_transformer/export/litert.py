@@ -98,7 +98,7 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
 
     @tf.function(input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")])
     def search(source_ids):  # (1, S) -> (1, max_length)
-        return {"target_ids": plain._translate(source_ids)[0][:, 0]}
+        return {"target_ids": plain.search(source_ids).token_ids[:, 0]}
 
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [search.get_concrete_function()], plain

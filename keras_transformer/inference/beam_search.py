@@ -4,37 +4,42 @@ The stopping rule and how it compares with other toolkits' are explained in
 the documentation (docs/design/beam-search.md); `beam_search` states the contract.
 """
 
+import dataclasses
 from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.adapters import as_step_model
 from keras_transformer.inference.checks import (
     check_constraint_ids,
-    check_continues_word,
     check_prefix_ids,
     check_source_ids,
 )
-from keras_transformer.inference.constraints import beams_with_phrases
+from keras_transformer.inference.constraints import (
+    beams_with_phrases,
+    phrase_lengths,
+    progress_of,
+    reorder,
+    start,
+)
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
+from keras_transformer.inference.greedy import lengths_of
 from keras_transformer.inference.loop import (
     cache_lengths,
     decode_loop,
     empty_history,
     join,
     next_log_probs,
+    phrase_rule,
     take,
     write_step,
 )
-from keras_transformer.inference.probabilities import MINUS_INF, check_alpha, length_penalty
-from keras_transformer.inference.rules import check_length_options, make_rules
+from keras_transformer.inference.options import DecodeOptions
+from keras_transformer.inference.probabilities import MINUS_INF, length_penalty
+from keras_transformer.inference.result import TargetSide, from_scores
+from keras_transformer.inference.rules import apply_rules, make_rules
 from keras_transformer.inference.top_k import top_k_by_blocks
-from keras_transformer.validation import (
-    check_at_least,
-    check_positive_int,
-    check_tensorflow_backend,
-)
+from keras_transformer.validation import check_tensorflow_backend
 
 
 class BeamState(NamedTuple):
@@ -52,6 +57,8 @@ class BeamState(NamedTuple):
             far (counted for `patience`).
         done: bool `(B,)`, sentences whose search is over.
         cache: the model's cache.
+        phrases: the live hypotheses' `constraints.PhraseState` (B*k rows),
+            or `()` without phrases to meet.
     """
 
     step: object
@@ -62,6 +69,7 @@ class BeamState(NamedTuple):
     ended: object
     done: object
     cache: object
+    phrases: object = ()
 
 
 def best_extensions(log_probs, alive_logp, n):
@@ -172,138 +180,188 @@ def beam_search(
         token_ids, scores = search(source_ids)
         ```
     """
-    check_tensorflow_backend("beam_search")
-    check_beam_options(max_length, beam_size, alpha, n_best, patience)
-    length_options = check_length_options(length_options, max_length)
-    k = beam_size
-    model = as_step_model(model)
-    source_ids = check_source_ids(source_ids)
-    batch = tf.shape(source_ids)[0]
-    prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
-    constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
-    rules = make_rules(
-        source_ids,
-        prefix_ids,
-        max_length,
-        eos_id,
-        length_options,
-        k,
-        constraint_ids,
-        check_continues_word(continues_word),
-    )  # B*k rows
-    state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
-    lengths = cache_lengths(model, max_length)
-
-    def body(s):
-        return beam_step(
-            model, s, state, bos_id, eos_id, alpha, n_best, patience, rules, attention_layer
-        )
-
-    def not_done(s):
-        return (s.step < max_length) & ~tf.reduce_all(s.done)
-
-    first_beam_only = tf.concat(
-        [tf.zeros([batch, 1]), tf.fill([batch, k - 1], MINUS_INF)], axis=1
-    )  # (B, k)
-    final = decode_loop(
-        model,
-        lengths,
-        not_done,
-        body,
-        BeamState(
-            step=tf.constant(0),
-            alive=empty_history([batch, k], max_length, source_ids, attention_layer),
-            alive_logp=first_beam_only,
-            finished=empty_history([batch, k], max_length, source_ids, attention_layer),
-            finished_score=tf.fill([batch, k], MINUS_INF),
-            ended=tf.zeros([batch], tf.int32),
-            done=tf.zeros([batch], tf.bool),
-            cache=model.initial_cache(state, lengths[0], beam_size=k),
-        ),
+    options = DecodeOptions(
+        beam_size=beam_size,
+        alpha=alpha,
+        max_length=max_length,
+        n_best=n_best or 1,
+        patience=patience,
+        **lengths_of(length_options),
     )
-    return best_outputs(final, max_length, alpha, n_best, attention_layer)
+    search = BeamSearch(options, TargetSide(bos_id, eos_id, continues_word), attention_layer)
+    result = search(model, source_ids, prefix_ids, constraint_ids)
+    outputs = (result.token_ids, result.scores)
+    if attention_layer is not None:
+        outputs += (result.attention,)
+    if n_best is None:
+        return tuple(t[:, 0] for t in outputs)
+    return outputs
 
 
-def check_beam_options(max_length, beam_size, alpha, n_best, patience=None):
-    """Raises an `ArgumentError` naming the first of beam search's options out of range."""
-    check_positive_int("max_length", max_length)
-    check_positive_int("beam_size", beam_size)
-    check_alpha(alpha)
-    if patience is not None:
-        check_at_least("patience", patience, 1)
-    if n_best is not None:
-        check_positive_int("n_best", n_best)
-        if n_best > beam_size:
-            raise ArgumentError(
-                f"`n_best` can be at most `beam_size`. Received: n_best={n_best}, "
-                f"beam_size={beam_size}"
-            )
+@dataclasses.dataclass(frozen=True)
+class BeamSearch:
+    """Beam search as a `Search`: the `beam_size` best hypotheses kept at every step.
 
+    The contract is `beam_search`'s; the result holds the `n_best` best
+    outputs of each sentence, best first.
 
-def beam_step(model, s, state, bos_id, eos_id, alpha, n_best, patience, rules, layer):
-    """One step of beam search: the `BeamState` after position `s.step`."""
-    batch, k = tf.shape(s.alive_logp)[0], s.alive_logp.shape[1]
-    previous = tf.gather(s.alive["tokens"], tf.maximum(s.step - 1, 0), axis=2)  # (B, k)
-    token = tf.where(s.step == 0, tf.cast(bos_id, tf.int32), previous)  # (B, k)
-    so_far = tf.reshape(s.alive["tokens"], [batch * k, -1])  # (B*k, L)
-    log_probs, cache, attention = next_log_probs(
-        model, tf.reshape(token, [-1]), s.step, s.cache, state, bos_id, rules, so_far, layer
-    )  # (B*k, V), cache, (B*k, S)
-    top_logp, top_beam, top_token = best_extensions(log_probs, s.alive_logp, 2 * k)
-    # (B, 2k) each: log P of the extension, the beam it extends, its token
-    may_end = tf.range(2 * k)[None, :] < k  # (1, 2k) EOS among the first k
-    if rules.phrase_ids is not None:
-        top_logp, top_beam, top_token, may_end = with_each_beams_best(
-            log_probs, s.alive_logp, top_logp, top_beam, top_token, may_end, rules.phrase_ids
-        )  # (B, 3k)
-    source_length = attention.shape[-1] if attention.shape[-1] is not None else -1
-    attention = tf.reshape(attention, [batch, k, source_length])  # (B, k, S)
-    top = write_step(
-        take(s.alive, top_beam),
-        s.step,
-        {"tokens": top_token, "attention": tf.gather(attention, top_beam, batch_dims=1)},
-        axis=2,
-    )  # (B, 2k, ...)
-    is_eos = top_token == eos_id
+    Args:
+        options: the `inference.DecodeOptions` (`beam_size`, `alpha`,
+            `n_best`, `patience`, `max_length` and the length options).
+        target: the `inference.TargetSide`.
+        attention_layer: optional index of a decoder layer whose
+            cross-attention the result holds.
 
-    # 1. EOS among the first k extensions: joins the pool of the k best finished.
-    new_score = top_logp / length_penalty(s.step + 1, alpha)
-    ends = is_eos & may_end & ~s.done[:, None] & (top_logp > MINUS_INF)  # (B, 2k)
-    new_score = tf.where(ends, new_score, MINUS_INF)
-    ended = s.ended + tf.reduce_sum(tf.cast(ends, tf.int32), axis=1)  # (B,)
-    pool_score = tf.concat([s.finished_score, new_score], axis=1)  # (B, 3k)
-    finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
-    finished = take(join(s.finished, top), best)  # (B, k, ...)
+    Examples:
+        ```python
+        search = BeamSearch(DecodeOptions(beam_size=4, n_best=2), TargetSide(2, 3))
+        result = search(model, source_ids)  # DecodingResult, N = 2
+        ```
+    """
 
-    # 2. The k best extensions that did not end live on; their caches are their parents'.
-    if rules.phrase_ids is None:
-        alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
-        alive = take(top, best)  # (B, k, ...)
-        parents = tf.gather(top_beam, best, batch_dims=1)
-    else:
-        top = (top_logp, top_beam, top_token)
-        alive_logp, parents, token = beams_with_phrases(
-            log_probs, s.alive_logp, top, rules.phrase_ids, so_far, s.step, eos_id
+    options: DecodeOptions
+    target: TargetSide
+    attention_layer: int | None = None
+
+    def __call__(self, model, source_ids, prefix_ids=None, constraint_ids=None):
+        """The `DecodingResult` of `source_ids` `(B, S)`, optionally from `prefix_ids`
+        `(B, P)` and meeting `constraint_ids` `(B, C, T)`; N = `n_best`."""
+        check_tensorflow_backend("beam_search")
+        k, max_length = self.options.beam_size, self.options.max_length
+        model = as_step_model(model)
+        source_ids = check_source_ids(source_ids)
+        batch = tf.shape(source_ids)[0]
+        prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
+        constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
+        rules = make_rules(
+            source_ids,
+            prefix_ids,
+            self.options,
+            self.target.eos_id,
+            k,
+            constraint_ids,
+            phrase_rule(self.target, constraint_ids),
+        )  # B*k rows
+        state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
+        lengths = cache_lengths(model, max_length)
+
+        def not_done(s):
+            return (s.step < max_length) & ~tf.reduce_all(s.done)
+
+        first_beam_only = tf.concat(
+            [tf.zeros([batch, 1]), tf.fill([batch, k - 1], MINUS_INF)], axis=1
+        )  # (B, k)
+        layer = self.attention_layer
+        final = decode_loop(
+            model,
+            lengths,
+            not_done,
+            lambda s: self.step(model, s, state, rules),
+            BeamState(
+                step=tf.constant(0),
+                alive=empty_history([batch, k], max_length, source_ids, layer),
+                alive_logp=first_beam_only,
+                finished=empty_history([batch, k], max_length, source_ids, layer),
+                finished_score=tf.fill([batch, k], MINUS_INF),
+                ended=tf.zeros([batch], tf.int32),
+                done=tf.zeros([batch], tf.bool),
+                cache=model.initial_cache(state, lengths[0], beam_size=k),
+                phrases=() if rules.phrase_ids is None else start(rules.phrase_ids),
+            ),
         )
-        alive = write_step(
-            take(s.alive, parents),
+        return self.best_outputs(final)
+
+    def step(self, model, s, state, rules):
+        """One step of beam search: the `BeamState` after position `s.step`."""
+        bos_id, eos_id = self.target.bos_id, self.target.eos_id
+        alpha, n_best, patience = self.options.alpha, self.options.n_best, self.options.patience
+        layer = self.attention_layer
+        batch, k = tf.shape(s.alive_logp)[0], s.alive_logp.shape[1]
+        previous = tf.gather(s.alive["tokens"], tf.maximum(s.step - 1, 0), axis=2)  # (B, k)
+        token = tf.where(s.step == 0, tf.cast(bos_id, tf.int32), previous)  # (B, k)
+        so_far = tf.reshape(s.alive["tokens"], [batch * k, -1])  # (B*k, L)
+        log_probs, cache, attention = next_log_probs(
+            model, tf.reshape(token, [-1]), s.step, s.cache, state, bos_id, layer
+        )  # (B*k, V), cache, (B*k, S)
+        log_probs = apply_rules(log_probs, s.step, rules, so_far, s.phrases)
+        top_logp, top_beam, top_token = best_extensions(log_probs, s.alive_logp, 2 * k)
+        # (B, 2k) each: log P of the extension, the beam it extends, its token
+        may_end = tf.range(2 * k)[None, :] < k  # (1, 2k) EOS among the first k
+        if rules.phrase_ids is not None:
+            top_logp, top_beam, top_token, may_end = with_each_beams_best(
+                log_probs, s.alive_logp, top_logp, top_beam, top_token, may_end, rules.phrase_ids
+            )  # (B, 3k)
+        source_length = attention.shape[-1] if attention.shape[-1] is not None else -1
+        attention = tf.reshape(attention, [batch, k, source_length])  # (B, k, S)
+        top = write_step(
+            take(s.alive, top_beam),
             s.step,
-            {"tokens": token, "attention": tf.gather(attention, parents, batch_dims=1)},
+            {"tokens": top_token, "attention": tf.gather(attention, top_beam, batch_dims=1)},
             axis=2,
-        )
-    cache = model.reorder_cache(cache, parents)
+        )  # (B, 2k, ...)
+        is_eos = top_token == eos_id
 
-    # 3. Done: the best live hypothesis cannot beat the N-th best finished one
-    #    (or, with patience, enough hypotheses have ended).
-    limit = tf.reshape(rules.limits, [batch, k])[:, 0]  # (B,) most tokens of an output
-    best_possible = alive_logp[:, 0] / tf.maximum(
-        length_penalty(tf.minimum(s.step + 2, limit), alpha),
-        length_penalty(limit, alpha),
-    )  # (B,); log P <= 0, so the larger penalty is the more favourable one
-    done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
-    if patience is not None:
-        done |= tf.cast(ended, tf.float32) >= patience * k
-    return BeamState(s.step + 1, alive, alive_logp, finished, finished_score, ended, done, cache)
+        # 1. EOS among the first k extensions: joins the pool of the k best finished.
+        new_score = top_logp / length_penalty(s.step + 1, alpha)
+        ends = is_eos & may_end & ~s.done[:, None] & (top_logp > MINUS_INF)  # (B, 2k)
+        new_score = tf.where(ends, new_score, MINUS_INF)
+        ended = s.ended + tf.reduce_sum(tf.cast(ends, tf.int32), axis=1)  # (B,)
+        pool_score = tf.concat([s.finished_score, new_score], axis=1)  # (B, 3k)
+        finished_score, best = tf.math.top_k(pool_score, k)  # (B, k)
+        finished = take(join(s.finished, top), best)  # (B, k, ...)
+
+        # 2. The k best extensions that did not end live on; their caches are their parents'.
+        phrases = s.phrases
+        if rules.phrase_ids is None:
+            alive_logp, best = tf.math.top_k(tf.where(is_eos, MINUS_INF, top_logp), k)  # (B, k)
+            alive = take(top, best)  # (B, k, ...)
+            parents = tf.gather(top_beam, best, batch_dims=1)
+        else:
+            top = (top_logp, top_beam, top_token)
+            lengths = phrase_lengths(rules.phrase_ids)  # (B*k, C)
+            alive_logp, parents, token = beams_with_phrases(
+                log_probs,
+                s.alive_logp,
+                top,
+                rules.phrase_ids,
+                progress_of(phrases, lengths),
+                eos_id,
+            )  # (B, k) each
+            alive = write_step(
+                take(s.alive, parents),
+                s.step,
+                {"tokens": token, "attention": tf.gather(attention, parents, batch_dims=1)},
+                axis=2,
+            )
+            rows = tf.reshape(parents + tf.range(batch)[:, None] * k, [-1])  # (B*k,) parents' rows
+            phrases = reorder(phrases, rows, rules.phrase_ids, lengths, tf.reshape(token, [-1]))
+        cache = model.reorder_cache(cache, parents)
+
+        # 3. Done: the best live hypothesis cannot beat the N-th best finished one
+        #    (or, with patience, enough hypotheses have ended).
+        limit = tf.reshape(rules.limits, [batch, k])[:, 0]  # (B,) most tokens of an output
+        best_possible = alive_logp[:, 0] / tf.maximum(
+            length_penalty(tf.minimum(s.step + 2, limit), alpha),
+            length_penalty(limit, alpha),
+        )  # (B,); log P <= 0, so the larger penalty is the more favourable one
+        done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
+        if patience is not None:
+            done |= tf.cast(ended, tf.float32) >= patience * k
+        return BeamState(
+            s.step + 1, alive, alive_logp, finished, finished_score, ended, done, cache, phrases
+        )
+
+    def best_outputs(self, s):
+        """The `n_best` best of each sentence's finished hypotheses (and, for sentences
+        cut at `max_length`, its live ones as they are): a `DecodingResult`."""
+        alpha = self.options.alpha
+        alive_score = s.alive_logp / length_penalty(self.options.max_length, alpha)
+        alive_score = tf.where(s.done[:, None], MINUS_INF, alive_score)
+        pool_score = tf.concat([s.finished_score, alive_score], axis=1)  # (B, 2k)
+        scores, best = tf.math.top_k(pool_score, self.options.n_best)  # (B, N), best first
+        outputs = take(join(s.finished, s.alive), best)  # (B, N, ...)
+        attention = None if self.attention_layer is None else outputs["attention"]
+        return from_scores(outputs["tokens"], scores, self.target.eos_id, alpha, attention)
 
 
 def with_each_beams_best(log_probs, alive_logp, logp, beam, token, may_end, phrase_ids):
@@ -334,18 +392,3 @@ def with_each_beams_best(log_probs, alive_logp, logp, beam, token, may_end, phra
         tf.concat([token, own_token], axis=1),
         may_end,
     )
-
-
-def best_outputs(s, max_length, alpha, n_best, attention_layer):
-    """The N best of each sentence's finished hypotheses (and, for sentences cut at
-    `max_length`, its live ones as they are), as `beam_search` returns them."""
-    alive_score = s.alive_logp / length_penalty(max_length, alpha)
-    alive_score = tf.where(s.done[:, None], MINUS_INF, alive_score)
-    pool_score = tf.concat([s.finished_score, alive_score], axis=1)  # (B, 2k)
-    scores, best = tf.math.top_k(pool_score, n_best or 1)  # (B, N), best first
-    outputs = take(join(s.finished, s.alive), best)  # (B, N, ...)
-    if n_best is None:
-        outputs, scores = {key: value[:, 0] for key, value in outputs.items()}, scores[:, 0]
-    if attention_layer is None:
-        return outputs["tokens"], scores
-    return outputs["tokens"], scores, outputs["attention"]

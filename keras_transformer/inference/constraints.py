@@ -17,6 +17,12 @@ no piece that continues a word may follow a phrase, so a phrase is written
 as whole words: "▁hair" is not met by "▁hair" "ed". (This holds for every
 occurrence of a phrase after the prefix.)
 
+Each hypothesis carries how far it is with each phrase as loop state
+(`PhraseState`: the phrases met, and which suffixes of its tokens start a
+phrase), advanced by the token it takes (`advance`) and gathered with the
+hypotheses beam search keeps (`reorder`), as fairseq's `ConstraintState`
+is: a step costs the same whatever the output's length.
+
 Tokens still needed are counted as if the unmet phrases were written one
 after another, the one in progress first. That is exact unless the end of
 one phrase is the start of another (then an output can meet both in fewer
@@ -32,15 +38,33 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.probabilities import MINUS_INF
 
 
-class Progress(NamedTuple):
-    """How far N hypotheses are with their phrases, after the tokens written so far.
+class PhraseState(NamedTuple):
+    """How far N hypotheses are with their phrases: the loop state a search carries.
+
+    Each step advances it by the token a hypothesis takes (`advance`), and
+    beam search gathers it with the hypotheses it keeps; nothing is
+    recomputed from the tokens written before.
 
     Attributes:
-        met: bool `(N, C)`, phrases that occur in the tokens (False for no phrase).
+        met: bool `(N, C)`, phrases that occur in the tokens so far (False
+            for no phrase).
         suffix: bool `(N, C, T + 1)`: `suffix[..., j]`, the last j tokens are
             the phrase's first j (always True for j = 0).
-        progress: int32 `(N, C)`, the longest such j below the phrase's length.
-            needed: int32 `(N,)`, the tokens still needed (`tokens_still_needed`).
+    """
+
+    met: object
+    suffix: object
+
+
+class Progress(NamedTuple):
+    """A `PhraseState` with what the rules read from it (`progress`).
+
+    Attributes:
+        met: bool `(N, C)`, as in `PhraseState`.
+        suffix: bool `(N, C, T + 1)`, as in `PhraseState`.
+        progress: int32 `(N, C)`, the longest j with `suffix[..., j]` below
+            the phrase's length: the tokens of the phrase under way.
+        needed: int32 `(N,)`, the tokens still needed (`tokens_still_needed`).
         all_met: bool `(N,)`.
     """
 
@@ -74,38 +98,51 @@ def check_fit(constraint_ids, prefix_ids, max_length):
             )
 
 
-def progress_of(phrase_ids, lengths, tokens, step):
-    """The `Progress` of hypotheses whose `tokens` `(N, L)` are written up to `step`.
+def start(phrase_ids):
+    """The `PhraseState` of N hypotheses with phrases `phrase_ids` `(N, C, T)` and no
+    token written yet."""
+    shape = tf.shape(phrase_ids)
+    width = shape[2]
+    first = tf.range(width + 1) == 0  # (T + 1,) only the empty suffix matches
+    return PhraseState(
+        met=tf.zeros(shape[:2], tf.bool),
+        suffix=tf.broadcast_to(first, [shape[0], shape[1], width + 1]),
+    )
+
+
+def advance(state, phrase_ids, lengths, token):
+    """The `PhraseState` after each of N hypotheses takes its `token` `(N,)`.
+
+    A suffix of j tokens that starts a phrase grows to j + 1 where the
+    phrase's token j is `token`; a phrase is met once a suffix is all of it.
 
     Args:
-        phrase_ids: int32 `(N, C, T)`, each hypothesis' phrases.
-        lengths: int32 `(N, C)`, their lengths.
-        tokens: int32 `(N, L)`, the tokens so far (anything from `step` on).
-        step: the position being decoded.
+        state: the `PhraseState` before the step.
+        phrase_ids: int32 `(N, C, T)`.
+        lengths: int32 `(N, C)`, the phrases' lengths (`phrase_lengths`).
+        token: int32 `(N,)`.
     """
-    width, length = tf.shape(phrase_ids)[-1], tf.shape(tokens)[1]
-    offset = tf.range(width)  # (T,)
-    written = tf.range(length)[None, :] < step  # (1, L)
-    tokens = tf.where(written, tokens, -1)  # what is not yet written matches nothing
-    # Occurrences: token s + i against the phrase's token i, for every start s at once.
-    after = tf.range(length)[:, None] + offset[None, :]  # (L, T)
-    run = tf.where(after < length, tf.gather(tokens, tf.minimum(after, length - 1), axis=1), -1)
-    same = run[:, None] == phrase_ids[:, :, None, :]  # (N, C, L, T)
-    beyond = offset >= lengths[:, :, None, None]  # (N, C, 1, T) past the phrase's end
-    met = tf.reduce_any(tf.reduce_all(same | beyond, axis=-1), axis=-1) & (lengths > 0)
-    # Suffixes: the last j written tokens against the phrase's first j, for j = 0..T.
-    last = step - width + offset  # (T,) positions of the last T written tokens
-    window = tf.where(last >= 0, tf.gather(tokens, tf.maximum(last, 0), axis=1), -1)  # (N, T)
-    j = tf.range(width + 1)[:, None]  # (T + 1, 1) suffix lengths
-    index = offset[None, :] - (width - j)  # (T + 1, T): the phrase token window slot r faces
-    facing = tf.gather(phrase_ids, tf.maximum(index, 0), axis=2)  # (N, C, T + 1, T)
-    same = (window[:, None, None, :] == facing) | (index < 0)
-    suffix = tf.reduce_all(same, axis=-1)  # (N, C, T + 1)
-    proper = suffix & (tf.range(width + 1) < lengths[:, :, None])  # shorter than the phrase
-    progress = tf.reduce_max(tf.where(proper, tf.range(width + 1), 0), axis=-1)  # (N, C)
-    unmet = (lengths > 0) & ~met
-    needed = tokens_still_needed(met, progress, lengths)
-    return Progress(met, suffix, progress, needed, ~tf.reduce_any(unmet, axis=1))
+    longer = state.suffix[..., :-1] & (phrase_ids == token[:, None, None])  # (N, C, T)
+    suffix = tf.concat([tf.ones_like(longer[..., :1]), longer], axis=-1)  # (N, C, T + 1)
+    whole = tf.gather(suffix, lengths, batch_dims=2) & (lengths > 0)  # (N, C)
+    return PhraseState(state.met | whole, suffix)
+
+
+def progress_of(state, lengths):
+    """The `Progress` of a `PhraseState` whose phrases have `lengths` `(N, C)`."""
+    width = tf.shape(state.suffix)[-1]
+    proper = state.suffix & (tf.range(width) < lengths[:, :, None])  # shorter than the phrase
+    under_way = tf.reduce_max(tf.where(proper, tf.range(width), 0), axis=-1)  # (N, C)
+    unmet = (lengths > 0) & ~state.met
+    needed = tokens_still_needed(state.met, under_way, lengths)
+    return Progress(state.met, state.suffix, under_way, needed, ~tf.reduce_any(unmet, axis=1))
+
+
+def reorder(state, rows, phrase_ids, lengths, token):
+    """The `PhraseState` of hypotheses that extend `rows` `(N,)` of `state` by `token`
+    `(N,)` (beam search's survivors and their parents)."""
+    parents = PhraseState(*(tf.gather(t, rows) for t in state))
+    return advance(parents, phrase_ids, lengths, token)
 
 
 def next_tokens(phrase_ids, lengths, state):
@@ -191,12 +228,12 @@ def token_mask(token_ids, vocab):
 
 def met_tokens_after(state, phrase_ids, lengths, parent, token):
     """Constraint tokens met by candidates `(B, P)`: `parent` hypotheses' outputs
-    (rows of the `(B*k, ...)` state) extended by `token`: int32 `(B, P)`.
+    (rows of the `(B*k, ...)` `PhraseState` `state`) extended by `token`: int32 `(B, P)`.
 
     A phrase met counts its length; of the unmet ones, the one furthest along
     counts its progress.
     """
-    parents = Progress(*(tf.gather(t, parent) for t in state))
+    parents = PhraseState(tf.gather(state.met, parent), tf.gather(state.suffix, parent))
     length = tf.gather(lengths, parent)  # (B, P, C)
     met, progress = extended(parents, tf.gather(phrase_ids, parent), length, token)
     done = tf.reduce_sum(tf.where(met, length, 0), axis=-1)
@@ -240,7 +277,7 @@ def allocate(logp, met_tokens, total, k):
     return tf.gather(chosen, best_first, batch_dims=1)
 
 
-def beams_with_phrases(log_probs, alive_logp, top, phrase_ids, tokens, step, eos_id):
+def beams_with_phrases(log_probs, alive_logp, top, phrase_ids, state, eos_id):
     """The k hypotheses of each sentence that live on, in a search with phrases to meet.
 
     The candidates are the search's best extensions `top` and, for each live
@@ -253,8 +290,7 @@ def beams_with_phrases(log_probs, alive_logp, top, phrase_ids, tokens, step, eos
         alive_logp: float32 `(B, k)`, log P of the live hypotheses.
         top: `(logp, beam, token)`, each `(B, M)`: the best extensions.
         phrase_ids: int32 `(B*k, C, T)`, each hypothesis' phrases.
-        tokens: int32 `(B*k, L)`, the hypotheses' tokens so far.
-        step: the position being decoded.
+        state: the hypotheses' `Progress` with them.
         eos_id: id that ends a hypothesis.
 
     Returns:
@@ -262,7 +298,6 @@ def beams_with_phrases(log_probs, alive_logp, top, phrase_ids, tokens, step, eos
     """
     batch, k = tf.shape(alive_logp)[0], alive_logp.shape[1]
     lengths = phrase_lengths(phrase_ids)
-    state = progress_of(phrase_ids, lengths, tokens, step)
     upcoming, _ = next_tokens(phrase_ids, lengths, state)  # (B*k, C), -1 for none
     phrase_logp = tf.gather(log_probs, tf.maximum(upcoming, 0), batch_dims=1)  # (B*k, C)
     phrase_logp = tf.where(upcoming >= 0, tf.reshape(alive_logp, [-1, 1]) + phrase_logp, MINUS_INF)

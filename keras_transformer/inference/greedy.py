@@ -1,9 +1,14 @@
-"""Greedy search: the most likely next token at every step."""
+"""Greedy search: the most likely next token at every step (`GreedySearch`, and
+`greedy_search`, the function that runs it once)."""
+
+import dataclasses
 
 import tensorflow as tf
 
 from keras_transformer.inference.defaults import MAX_LENGTH
 from keras_transformer.inference.loop import token_by_token
+from keras_transformer.inference.options import DecodeOptions, LengthOptions
+from keras_transformer.inference.result import TargetSide, from_log_probs
 
 
 def greedy_search(
@@ -56,20 +61,65 @@ def greedy_search(
         ```
     """
 
-    def most_likely(log_probs, step):
-        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B,)
+    options = DecodeOptions(beam_size=1, max_length=max_length, **lengths_of(length_options))
+    search = GreedySearch(options, TargetSide(bos_id, eos_id, continues_word), attention_layer)
+    result = search(model, source_ids, prefix_ids, constraint_ids)
+    if attention_layer is None:
+        return result.token_ids[:, 0], result.log_probs[:, 0]
+    return result.token_ids[:, 0], result.log_probs[:, 0], result.attention[:, 0]
 
-    token_ids, log_probs, attention = token_by_token(
-        model,
-        source_ids,
-        bos_id,
-        eos_id,
-        max_length,
-        most_likely,
-        prefix_ids,
-        attention_layer,
-        length_options,
-        constraint_ids,
-        continues_word,
-    )
-    return (token_ids, log_probs) if attention_layer is None else (token_ids, log_probs, attention)
+
+@dataclasses.dataclass(frozen=True)
+class GreedySearch:
+    """Greedy search as a `Search`: the most likely next token at every step.
+
+    Args:
+        options: the `inference.DecodeOptions` (`max_length`, the length
+            options, and `alpha` for the scores).
+        target: the `inference.TargetSide`.
+        attention_layer: optional index of a decoder layer whose
+            cross-attention the result holds.
+
+    Examples:
+        ```python
+        search = GreedySearch(DecodeOptions(beam_size=1), TargetSide(2, 3))
+        result = search(model, source_ids)  # DecodingResult, N = 1
+        ```
+    """
+
+    options: DecodeOptions
+    target: TargetSide
+    attention_layer: int | None = None
+
+    def __call__(self, model, source_ids, prefix_ids=None, constraint_ids=None):
+        """The `DecodingResult` of `source_ids` `(B, S)`, optionally from `prefix_ids`
+        `(B, P)` and meeting `constraint_ids` `(B, C, T)`; N = 1."""
+        token_ids, log_probs, attention = token_by_token(
+            model,
+            source_ids,
+            most_likely,
+            self.target,
+            self.options,
+            prefix_ids,
+            constraint_ids,
+            self.attention_layer,
+        )
+        return from_log_probs(
+            token_ids[:, None],
+            log_probs[:, None],
+            self.target.eos_id,
+            self.options.alpha,
+            None if self.attention_layer is None else attention[:, None],
+        )
+
+
+def most_likely(log_probs, step):
+    """Each row's most likely token `(B,)` of `log_probs` `(B, V)`."""
+    del step  # the same at every step
+    return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+
+
+def lengths_of(length_options):
+    """`length_options` (`inference.LengthOptions`, a tuple of its fields, or None) as
+    `DecodeOptions` fields."""
+    return LengthOptions(*(length_options or ()))._asdict()

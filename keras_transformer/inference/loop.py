@@ -34,25 +34,23 @@ from keras_transformer.inference.checks import (
     check_prefix_ids,
     check_source_ids,
 )
+from keras_transformer.inference.constraints import advance, phrase_lengths, start
 from keras_transformer.inference.probabilities import log_softmax_without_pad_and_bos
-from keras_transformer.inference.rules import apply_rules, check_length_options, make_rules
+from keras_transformer.inference.rules import apply_rules, make_rules
 from keras_transformer.models.step import Step, StepModel
-from keras_transformer.validation import check_positive_int, check_tensorflow_backend
+from keras_transformer.validation import check_tensorflow_backend
 
 # The shortest cache a search grows from (`cache_lengths`).
 SMALLEST_CACHE_LENGTH = 16
 
 
-def next_log_probs(
-    model, token_ids, step, cache, state, bos_id, rules, tokens=None, attention_layer=None
-):
+def next_log_probs(model, token_ids, step, cache, state, bos_id, attention_layer=None):
     """One decoding step: a `Step` of log p(next token) `(B, V)` float32.
 
-    Padding and BOS get probability zero: they are never generated. Then
-    `rules` (`inference.rules`) take away what the rows may not generate
-    next, given their `tokens` `(B, L)` so far; the tokens left keep their
-    probability under the model. The step's `attention` is the model's
-    cross-attention `(B, S)` of `attention_layer`, or `(B, 0)` without one.
+    Padding and BOS get probability zero: they are never generated (the
+    searches then apply their `inference.rules`). The step's `attention` is
+    the model's cross-attention `(B, S)` of `attention_layer`, or `(B, 0)`
+    without one.
     """
     options = {} if attention_layer is None else {"attention_layer": attention_layer}
     logits, cache, attention = as_step(
@@ -60,8 +58,7 @@ def next_log_probs(
     )  # (B, V)
     if attention is None:
         attention = tf.zeros([tf.shape(logits)[0], 0])
-    log_probs = log_softmax_without_pad_and_bos(logits, bos_id)
-    return Step(apply_rules(log_probs, step, rules, tokens), cache, attention)
+    return Step(log_softmax_without_pad_and_bos(logits, bos_id), cache, attention)
 
 
 class TokenState(NamedTuple):
@@ -74,6 +71,8 @@ class TokenState(NamedTuple):
         finished: bool `(B,)`, whether the output has ended.
         score: float32 `(B,)`, the sum of its tokens' log-probabilities.
         cache: the model's cache.
+        phrases: the outputs' `constraints.PhraseState`, or `()` without
+            phrases to meet.
     """
 
     step: object
@@ -82,48 +81,53 @@ class TokenState(NamedTuple):
     finished: object
     score: object
     cache: object
+    phrases: object = ()
 
 
 def token_by_token(
     model,
     source_ids,
-    bos_id,
-    eos_id,
-    max_length,
     choose,
+    target,
+    options,
     prefix_ids=None,
-    attention_layer=None,
-    length_options=None,
     constraint_ids=None,
-    continues_word=None,
+    attention_layer=None,
 ):
     """One hypothesis per sentence, extended by `choose(log_probs (B, V), step) -> (B,)`.
 
     The loop of greedy search and sampling: a row stops at its EOS, and its
-    score is the sum of its tokens' log-probabilities. `length_options` are
-    `inference.rules.LengthOptions`; `constraint_ids` `(B, C, T)` the
-    phrases of `inference.constraints`, inserted eagerly
-    (`inference.rules.Rules.eager_phrases`); `continues_word` `(V,)` the
-    pieces that may not follow a phrase.
+    score is the sum of its tokens' log-probabilities. `constraint_ids`
+    `(B, C, T)` are the phrases of `inference.constraints`, inserted eagerly
+    (`inference.rules.Rules.eager_phrases`).
+
+    Args:
+        model: an object with the step interface.
+        source_ids: int `(B, S)`, 0-padded.
+        choose: the search's choice of each row's next token.
+        target: the `inference.TargetSide` (BOS, EOS, `continues_word`).
+        options: the `inference.DecodeOptions` (`max_length` and the length
+            options).
+        prefix_ids: optional int `(B, P)`, 0-padded.
+        constraint_ids: optional int `(B, C, T)`, 0-padded.
+        attention_layer: optional index of a decoder layer.
 
     Returns:
         `(token_ids (B, max_length), score (B,), attention (B, max_length, S))`,
         S = 0 without `attention_layer`.
     """
     check_tensorflow_backend("Greedy search or sampling")
-    check_positive_int("max_length", max_length)
+    bos_id, eos_id, max_length = target.bos_id, target.eos_id, options.max_length
     source_ids = check_source_ids(source_ids)
-    length_options = check_length_options(length_options, max_length)
     prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
     constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
     rules = make_rules(
         source_ids,
         prefix_ids,
-        max_length,
+        options,
         eos_id,
-        length_options,
         constraint_ids=constraint_ids,
-        continues_word=check_continues_word(continues_word),
+        continues_word=phrase_rule(target, constraint_ids),
         eager_phrases=True,  # one hypothesis per sentence
     )
     state = model.encode(source_ids)
@@ -132,21 +136,17 @@ def token_by_token(
 
     def body(s):
         log_probs, cache, attention = next_log_probs(
-            model,
-            s.token,
-            s.step,
-            s.cache,
-            state,
-            bos_id,
-            rules,
-            s.history["tokens"],
-            attention_layer,
-        )
+            model, s.token, s.step, s.cache, state, bos_id, attention_layer
+        )  # (B, V), cache, (B, S)
+        log_probs = apply_rules(log_probs, s.step, rules, s.history["tokens"], s.phrases)
         token = choose(log_probs, s.step)  # (B,)
         chosen = tf.gather(log_probs, token, batch_dims=1)  # (B,)
         token = tf.where(s.finished, PAD_ID, token)
         attention = tf.where(s.finished[:, None], 0.0, attention)
         new = {"tokens": token, "attention": attention}
+        phrases = s.phrases
+        if rules.phrase_ids is not None:
+            phrases = advance(phrases, rules.phrase_ids, phrase_lengths(rules.phrase_ids), token)
         return TokenState(
             step=s.step + 1,
             token=token,
@@ -154,6 +154,7 @@ def token_by_token(
             finished=s.finished | (token == eos_id),
             score=s.score + tf.where(s.finished, 0.0, chosen),
             cache=cache,
+            phrases=phrases,
         )
 
     def not_done(s):
@@ -171,9 +172,18 @@ def token_by_token(
             finished=tf.zeros([batch], tf.bool),
             score=tf.zeros([batch], tf.float32),
             cache=model.initial_cache(state, lengths[0]),
+            phrases=() if rules.phrase_ids is None else start(rules.phrase_ids),
         ),
     )
     return final.history["tokens"], final.score, final.history["attention"]
+
+
+def phrase_rule(target, constraint_ids):
+    """The `continues_word` of `target` `(V,)` (checked) for a search with phrases to
+    meet, or None."""
+    if constraint_ids is None:
+        return None
+    return check_continues_word(target.continues_word)
 
 
 def cache_lengths(model, max_length):

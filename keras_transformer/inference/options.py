@@ -1,17 +1,18 @@
-"""`DecodeOptions`: every option of a search, in one frozen type checked where it is built.
+"""`DecodeOptions`: every option of a search, in one frozen type checked where it is built,
+and the checks of each option.
 
 `Translator`, the configuration's `decode` section and the options files the
 exports write beside their models all take their fields and defaults from here.
 """
 
 import dataclasses
+import math
+import numbers
+from typing import NamedTuple
 
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.beam_search import check_beam_options
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
-from keras_transformer.inference.rules import LengthOptions, check_length_options
-from keras_transformer.inference.sampling import check_sampling
-from keras_transformer.validation import check_positive_int
+from keras_transformer.validation import check_at_least, check_positive_int
 
 # The version of the dict `DecodeOptions.to_dict` writes; a dict without one was
 # written before the type existed, and its missing fields take their defaults.
@@ -128,3 +129,85 @@ def unknown_names(what, given, known):
     for name in given:
         if name not in known:
             raise ArgumentError(f"Unknown {what} {name!r}. Known: {', '.join(known)}")
+
+
+class LengthOptions(NamedTuple):
+    """The length and repetition options every search takes.
+
+    Attributes:
+        max_length_a, max_length_b: an output has at most
+            `max_length_a * source_length + max_length_b` tokens, EOS
+            included (source length in tokens, its EOS included), and never
+            more than `max_length`. `max_length_b=None` stands for
+            `max_length`; with `max_length_a=0` (the default) that is no
+            limit beyond `max_length`.
+        min_length: the fewest tokens an output has before its EOS.
+        no_repeat_ngram_size: n > 0 forbids an output to hold the same
+            n tokens in a row twice (a target prefix is part of the output).
+
+    Examples:
+        ```python
+        options = LengthOptions(max_length_a=1.5, max_length_b=10, no_repeat_ngram_size=3)
+        ```
+    """
+
+    max_length_a: float = 0.0
+    max_length_b: object = None
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+
+
+def check_length_options(options, max_length):
+    """`options` as `LengthOptions`, or an `ArgumentError` naming the first one out of range."""
+    options = LengthOptions() if options is None else LengthOptions(*options)
+    a, b = options.max_length_a, options.max_length_b
+    if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a < float("inf"):
+        raise ArgumentError(f"`max_length_a` must be a finite number >= 0. Received: {a!r}")
+    not_an_integer = isinstance(b, bool) or not isinstance(b, numbers.Integral)
+    if b is not None and (not_an_integer or b < 1 and a == 0):
+        raise ArgumentError(
+            "`max_length_b` must be an integer (at least 1 when max_length_a is 0), or None "
+            f"for max_length. Received: {b!r}"
+        )
+    for name in ("min_length", "no_repeat_ngram_size"):
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ArgumentError(f"`{name}` must be an integer >= 0. Received: {value!r}")
+    if options.min_length >= max_length:
+        raise ArgumentError(
+            "`min_length` counts the tokens before EOS, so it must be below max_length. "
+            f"Received: min_length={options.min_length}, max_length={max_length}"
+        )
+    return options
+
+
+def check_beam_options(max_length, beam_size, alpha, n_best, patience=None):
+    """Raises an `ArgumentError` naming the first of beam search's options out of range."""
+    check_positive_int("max_length", max_length)
+    check_positive_int("beam_size", beam_size)
+    check_alpha(alpha)
+    if patience is not None:
+        check_at_least("patience", patience, 1)
+    if n_best is not None:
+        check_positive_int("n_best", n_best)
+        if n_best > beam_size:
+            raise ArgumentError(
+                f"`n_best` can be at most `beam_size`. Received: n_best={n_best}, "
+                f"beam_size={beam_size}"
+            )
+
+
+def check_alpha(alpha):
+    """Raises an `ArgumentError` unless the length penalty's `alpha` is a finite number."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
+        raise ArgumentError(f"`alpha` must be a finite number. Received: alpha={alpha!r}")
+
+
+def check_sampling(temperature, top_k, top_p):
+    """Raises a `ValueError` naming the first sampling option out of range."""
+    if not temperature > 0:
+        raise ArgumentError(f"`temperature` must be > 0. Received: temperature={temperature}")
+    if not 0 < top_p <= 1:
+        raise ArgumentError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ArgumentError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")

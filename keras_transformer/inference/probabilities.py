@@ -1,13 +1,9 @@
 """What the searches and the teacher-forced scoring share: next-token log-probabilities
 and the length penalty that ranks finished outputs."""
 
-import math
-import numbers
-
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
-from keras_transformer.errors import ArgumentError
 
 MINUS_INF = float("-inf")
 
@@ -20,12 +16,6 @@ def length_penalty(length, alpha):
         1.5157...
     """
     return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
-
-
-def check_alpha(alpha):
-    """Raises an `ArgumentError` unless the length penalty's `alpha` is a finite number."""
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
-        raise ArgumentError(f"`alpha` must be a finite number. Received: alpha={alpha!r}")
 
 
 def log_softmax_without_pad_and_bos(logits, bos_id):

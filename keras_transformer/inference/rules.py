@@ -8,7 +8,6 @@ model's log-probability, so scores are the model's own. With the defaults
 no rule adds an op to the search's graph except the one for empty sources.
 """
 
-import numbers
 from typing import NamedTuple
 
 import tensorflow as tf
@@ -64,56 +63,6 @@ class Rules(NamedTuple):
     eager_phrases: bool = False
 
 
-class LengthOptions(NamedTuple):
-    """The length and repetition options every search takes.
-
-    Attributes:
-        max_length_a, max_length_b: an output has at most
-            `max_length_a * source_length + max_length_b` tokens, EOS
-            included (source length in tokens, its EOS included), and never
-            more than `max_length`. `max_length_b=None` stands for
-            `max_length`; with `max_length_a=0` (the default) that is no
-            limit beyond `max_length`.
-        min_length: the fewest tokens an output has before its EOS.
-        no_repeat_ngram_size: n > 0 forbids an output to hold the same
-            n tokens in a row twice (a target prefix is part of the output).
-
-    Examples:
-        ```python
-        options = LengthOptions(max_length_a=1.5, max_length_b=10, no_repeat_ngram_size=3)
-        ```
-    """
-
-    max_length_a: float = 0.0
-    max_length_b: object = None
-    min_length: int = 0
-    no_repeat_ngram_size: int = 0
-
-
-def check_length_options(options, max_length):
-    """`options` as `LengthOptions`, or an `ArgumentError` naming the first one out of range."""
-    options = LengthOptions() if options is None else LengthOptions(*options)
-    a, b = options.max_length_a, options.max_length_b
-    if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a < float("inf"):
-        raise ArgumentError(f"`max_length_a` must be a finite number >= 0. Received: {a!r}")
-    not_an_integer = isinstance(b, bool) or not isinstance(b, numbers.Integral)
-    if b is not None and (not_an_integer or b < 1 and a == 0):
-        raise ArgumentError(
-            "`max_length_b` must be an integer (at least 1 when max_length_a is 0), or None "
-            f"for max_length. Received: {b!r}"
-        )
-    for name in ("min_length", "no_repeat_ngram_size"):
-        value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ArgumentError(f"`{name}` must be an integer >= 0. Received: {value!r}")
-    if options.min_length >= max_length:
-        raise ArgumentError(
-            "`min_length` counts the tokens before EOS, so it must be below max_length. "
-            f"Received: min_length={options.min_length}, max_length={max_length}"
-        )
-    return options
-
-
 def is_empty_source(source_ids):
     """Rows of `source_ids` `(B, S)` with no token but padding and EOS: bool `(B,)`.
 
@@ -126,9 +75,8 @@ def is_empty_source(source_ids):
 def make_rules(
     source_ids,
     prefix_ids,
-    max_length,
-    eos_id,
     options,
+    eos_id,
     rows_per_sentence=1,
     constraint_ids=None,
     continues_word=None,
@@ -136,26 +84,27 @@ def make_rules(
 ):
     """The `Rules` of a search over `source_ids` `(B, S)`, `rows_per_sentence` rows each.
 
-    Each row's limit is `options`' length limit, at least its prefix's and
-    its phrases' lengths plus one; an empty source (`is_empty_source`) has
-    the limit of its prefix and phrases alone, so that without them its
+    Each row's limit is the length limit of `options`, at least its prefix's
+    and its phrases' lengths plus one; an empty source (`is_empty_source`)
+    has the limit of its prefix and phrases alone, so that without them its
     output is EOS at once.
 
     Args:
         source_ids: int `(B, S)`, 0-padded.
         prefix_ids: int32 `(B, P + 1)` from `check_prefix_ids`, or None.
-        max_length: most tokens of an output, EOS included.
+        options: the search's `DecodeOptions` (`max_length` and the length
+            options).
         eos_id: id that ends an output.
-        options: `LengthOptions` (checked).
         rows_per_sentence: hypotheses per sentence (beam search's k).
         constraint_ids: int32 `(B, C, T)` from `check_constraint_ids`, or None.
         continues_word: bool `(V,)` from `check_continues_word`, or None.
         eager_phrases: `Rules.eager_phrases`, for searches of one hypothesis
             per sentence.
     """
+    max_length, length_options = options.max_length, options.length_options
     source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)  # (B,)
-    b = max_length if options.max_length_b is None else options.max_length_b
-    limits = tf.cast(tf.floor(options.max_length_a * source_length + b), tf.int32)  # (B,)
+    b = max_length if length_options.max_length_b is None else length_options.max_length_b
+    limits = tf.cast(tf.floor(length_options.max_length_a * source_length + b), tf.int32)  # (B,)
     forced_length = tf.zeros_like(limits)  # tokens of the prefix and the phrases
     if prefix_ids is not None:
         forced_length = tf.reduce_sum(tf.cast(prefix_ids != PAD_ID, tf.int32), axis=1)
@@ -176,15 +125,15 @@ def make_rules(
         limits,
         must_end,
         eos_id,
-        options.min_length,
-        options.no_repeat_ngram_size,
+        length_options.min_length,
+        length_options.no_repeat_ngram_size,
         constraint_ids,
         continues_word,
         eager_phrases,
     )
 
 
-def apply_rules(log_probs, step, rules, tokens=None):
+def apply_rules(log_probs, step, rules, tokens=None, phrases=None):
     """`log_probs` `(N, V)` of position `step` with the tokens `rules` forbid at -inf.
 
     In order of precedence: a row inside its prefix takes the prefix's
@@ -195,7 +144,8 @@ def apply_rules(log_probs, step, rules, tokens=None):
     for `min_length` tokens, and no token may complete an n-gram the row's
     `tokens` `(N, L)` (written up to `step`) already hold; a row these rules
     leave without any token takes EOS (or, with phrases to meet, the next
-    token of the one furthest along).
+    token of the one furthest along). With `Rules.phrase_ids`, `phrases` is
+    the rows' `constraints.PhraseState`.
     """
     token = tf.range(tf.shape(log_probs)[-1])[None, :]  # (1, V)
     restricted = log_probs
@@ -208,7 +158,7 @@ def apply_rules(log_probs, step, rules, tokens=None):
     way_out = rules.eos_id  # for a row that the rules leave without a token
     if rules.phrase_ids is not None:
         lengths = phrase_lengths(rules.phrase_ids)
-        progress = progress_of(rules.phrase_ids, lengths, tokens, step)
+        progress = progress_of(phrases, lengths)
         before_phrases = restricted
         if rules.continues_word is not None:
             check_vocab_size(rules.continues_word, log_probs)

@@ -1,12 +1,16 @@
 """Sampling: each next token drawn from the model's distribution, cut by temperature,
 top-k and top-p (nucleus sampling)."""
 
+import dataclasses
+
 import tensorflow as tf
 
-from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.defaults import MAX_LENGTH
+from keras_transformer.inference.greedy import lengths_of
 from keras_transformer.inference.loop import token_by_token
+from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import MINUS_INF
+from keras_transformer.inference.result import TargetSide, from_log_probs
 
 
 def sample(
@@ -64,38 +68,76 @@ def sample(
         token_ids, _ = sample(model, source_ids, 2, 3, temperature=0.8, top_p=0.9, seed=1)
         ```
     """
-    check_sampling(temperature, top_k, top_p)
+    options = DecodeOptions(
+        max_length=max_length,
+        sample=True,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        **lengths_of(length_options),
+    )
+    search = Sampling(options, TargetSide(bos_id, eos_id, continues_word))
+    result = search(model, source_ids, prefix_ids, constraint_ids)
+    return result.token_ids[:, 0], result.log_probs[:, 0]
 
-    def draw(log_probs, step):
-        logits = cut_to_top_p(cut_to_top_k(log_probs / temperature, top_k), top_p)
-        step_seed = tf.stack([tf.cast(seed, tf.int32), step])
+
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """Sampling as a `Search`: `n_best` outputs of each sentence, each drawn token by
+    token from the model's distribution (cut as `sample` says).
+
+    Args:
+        options: the `inference.DecodeOptions` (`temperature`, `top_k`,
+            `top_p`, `seed`, `n_best`, `max_length`, the length options, and
+            `alpha` for the scores).
+        target: the `inference.TargetSide`.
+
+    Examples:
+        ```python
+        search = Sampling(DecodeOptions(sample=True, n_best=3, seed=1), TargetSide(2, 3))
+        result = search(model, source_ids)  # DecodingResult, N = 3
+        ```
+    """
+
+    options: DecodeOptions
+    target: TargetSide
+
+    def __call__(self, model, source_ids, prefix_ids=None, constraint_ids=None):
+        """The `DecodingResult` of `source_ids` `(B, S)`, optionally from `prefix_ids`
+        `(B, P)` and meeting `constraint_ids` `(B, C, T)`: N = `n_best` samples, drawn
+        in rows of their own (sentence i's in rows i * N to i * N + N - 1)."""
+        n = self.options.n_best
+
+        def repeated(ids):
+            return None if ids is None else tf.repeat(ids, n, axis=0)
+
+        token_ids, log_probs, _ = token_by_token(
+            model,
+            repeated(source_ids),
+            self.draw,
+            self.target,
+            self.options,
+            repeated(prefix_ids),
+            repeated(constraint_ids),
+        )
+        batch = tf.shape(source_ids)[0]
+        return from_log_probs(
+            tf.reshape(token_ids, [batch, n, self.options.max_length]),
+            tf.reshape(log_probs, [batch, n]),
+            self.target.eos_id,
+            self.options.alpha,
+        )
+
+    def draw(self, log_probs, step):
+        """Each row's next token `(B,)`, drawn from `log_probs` `(B, V)` at `step`."""
+        options = self.options
+        logits = cut_to_top_p(
+            cut_to_top_k(log_probs / options.temperature, options.top_k), options.top_p
+        )
+        step_seed = tf.stack([tf.cast(options.seed, tf.int32), step])
         drawn = tf.random.stateless_categorical(logits, 1, step_seed, dtype=tf.int32)
         return drawn[:, 0]  # (B,)
-
-    token_ids, log_probs, _ = token_by_token(
-        model,
-        source_ids,
-        bos_id,
-        eos_id,
-        max_length,
-        draw,
-        prefix_ids,
-        None,
-        length_options,
-        constraint_ids,
-        continues_word,
-    )
-    return token_ids, log_probs
-
-
-def check_sampling(temperature, top_k, top_p):
-    """Raises a `ValueError` naming the first sampling option out of range."""
-    if not temperature > 0:
-        raise ArgumentError(f"`temperature` must be > 0. Received: temperature={temperature}")
-    if not 0 < top_p <= 1:
-        raise ArgumentError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ArgumentError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
 
 
 def cut_to_top_k(logits, k):

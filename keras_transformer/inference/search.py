@@ -11,12 +11,13 @@ from keras_transformer.inference.beam_search import beam_search, best_extensions
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
 from keras_transformer.inference.greedy import greedy_search
 from keras_transformer.inference.loop import SMALLEST_CACHE_LENGTH, cache_lengths
+from keras_transformer.inference.options import check_sampling
 from keras_transformer.inference.probabilities import (
     MINUS_INF,
     length_penalty,
     log_softmax_without_pad_and_bos,
 )
-from keras_transformer.inference.sampling import check_sampling, sample
+from keras_transformer.inference.sampling import sample
 from keras_transformer.inference.top_k import top_k_by_blocks
 
 __all__ = [

@@ -5,14 +5,12 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.beam_search import beam_search
 from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.constraints import check_fit
-from keras_transformer.inference.greedy import greedy_search
 from keras_transformer.inference.options import DecodeOptions
-from keras_transformer.inference.probabilities import length_penalty
-from keras_transformer.inference.sampling import sample
+from keras_transformer.inference.result import DecodingResult, TargetSide
 from keras_transformer.inference.shortlist import Shortlisted
+from keras_transformer.inference.strategy import make_search
 from keras_transformer.text import SourcePolicy
 from keras_transformer.validation import check_tensorflow_backend
 
@@ -100,7 +98,7 @@ class Translator(tf.Module):
         self.jit_compile = jit_compile
         self.shortlist = shortlist
         self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
-        self._search = tf.function(self._search_ids, jit_compile=jit_compile)
+        self._compiled_search = tf.function(self._search_ids, jit_compile=jit_compile)
 
     def copy(self, **changes):
         """A new `Translator` of the same model and tokenizers, with `changes` to its options.
@@ -219,12 +217,12 @@ class Translator(tf.Module):
             )
             with tf.control_dependencies([one_each]):
                 constraint_ids = tf.identity(constraint_ids)
-        target_ids, scores = self._translate(self.source_ids(sentences), prefix_ids, constraint_ids)
-        batch, n, length = tf.unstack(tf.shape(target_ids))
-        texts = self.target_tokenizer.detokenize(tf.reshape(target_ids, [batch * n, length]))
+        result = self.search(self.source_ids(sentences), prefix_ids, constraint_ids)
+        batch, n, length = tf.unstack(tf.shape(result.token_ids))
+        texts = self.target_tokenizer.detokenize(tf.reshape(result.token_ids, [batch * n, length]))
         return {
             "translations": tf.reshape(texts, [batch, n]),
-            "scores": scores,
+            "scores": result.scores,
             "truncated": self.truncated(sentences),
         }
 
@@ -298,10 +296,30 @@ class Translator(tf.Module):
         with XLA the batch to a power of two, so that a new input size does
         not cost a new compilation.
         """
-        return self._translate(source_ids)[0][:, 0]
+        return self.search(source_ids).token_ids[:, 0]
 
-    def _translate(self, source_ids, prefix_ids=None, constraint_ids=None):
-        """`(target ids (B, n_best, max_length), scores (B, n_best))`; see `translate_ids`."""
+    def search(self, source_ids, prefix_ids=None, constraint_ids=None):
+        """The translator's search over source ids `(B, S)`: a `DecodingResult` with
+        N = `n_best`.
+
+        Args:
+            source_ids: int32 `(B, S)`, each row cut and ending in EOS
+                (`source_ids`); ids outside [0, source vocabulary) raise
+                `InvalidArgumentError`.
+            prefix_ids: optional int32 `(B, P)`, 0-padded target prefixes.
+            constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases
+                (`constraint_ids`).
+
+        Sources are padded to a power of two (at least 8) in length, and with
+        XLA the batch to a power of two, so that a new input size does not
+        cost a new compilation; the result holds the B rows given.
+
+        Examples:
+            ```python
+            result = translator.search(translator.source_ids(["siebzehn"]))
+            result.token_ids.shape  # (1, 1, 64)
+            ```
+        """
         source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
         vocab = self.model.input_vocab_size
         checks = [
@@ -338,74 +356,16 @@ class Translator(tf.Module):
                     prefix_ids = tf.pad(prefix_ids, [[0, rows], [0, 0]])  # (B', P')
                 if constraint_ids is not None:
                     constraint_ids = tf.pad(constraint_ids, [[0, rows], [0, 0], [0, 0]])
-            target_ids, scores = self._search(padded, prefix_ids, constraint_ids)
-            return target_ids[:batch], scores[:batch]
+            result = self._compiled_search(padded, prefix_ids, constraint_ids)
+            return DecodingResult(*(None if t is None else t[:batch] for t in result))
 
     def _search_ids(self, source_ids, prefix_ids=None, constraint_ids=None):
-        bos, eos = self.target_tokenizer.bos_id, self.target_tokenizer.eos_id
-        continues_word = None if constraint_ids is None else self.target_tokenizer.continues_word
-        if self.sample:  # n_best samples of each sentence
-            if prefix_ids is not None:
-                prefix_ids = tf.repeat(prefix_ids, self.n_best, axis=0)
-            if constraint_ids is not None:
-                constraint_ids = tf.repeat(constraint_ids, self.n_best, axis=0)
-            target_ids, log_probs = sample(
-                self._decoded,
-                tf.repeat(source_ids, self.n_best, axis=0),
-                bos,
-                eos,
-                self.max_length,
-                self.temperature,
-                self.top_k,
-                self.top_p,
-                self.seed,
-                prefix_ids,
-                self.length_options,
-                constraint_ids,
-                continues_word,
-            )
-            scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
-            batch = tf.shape(source_ids)[0]
-            return (
-                tf.reshape(target_ids, [batch, self.n_best, self.max_length]),
-                tf.reshape(scores, [batch, self.n_best]),
-            )
-        if self.beam_size == 1:
-            target_ids, log_probs = greedy_search(
-                self._decoded,
-                source_ids,
-                bos,
-                eos,
-                self.max_length,
-                prefix_ids,
-                length_options=self.length_options,
-                constraint_ids=constraint_ids,
-                continues_word=continues_word,
-            )
-            scores = log_probs / length_penalty(output_lengths(target_ids, eos), self.alpha)
-            return target_ids[:, None], scores[:, None]
-        return beam_search(
-            self._decoded,
-            source_ids,
-            bos,
-            eos,
-            self.max_length,
-            self.beam_size,
-            self.alpha,
-            prefix_ids,
-            n_best=self.n_best,
-            length_options=self.length_options,
-            constraint_ids=constraint_ids,
-            continues_word=continues_word,
-            patience=self.patience,
+        target = TargetSide(self.target_tokenizer.bos_id, self.target_tokenizer.eos_id)
+        if constraint_ids is not None:  # phrases are written as whole words
+            target = TargetSide.of(self.target_tokenizer)
+        return make_search(self.options, target)(
+            self._decoded, source_ids, prefix_ids, constraint_ids
         )
-
-
-def output_lengths(target_ids, eos_id):
-    """Tokens of each output `(B, L)` up to and including its EOS (all if none): `(B,)`."""
-    is_eos = target_ids == eos_id  # (B, L)
-    first = tf.argmax(tf.cast(is_eos, tf.int32), axis=1, output_type=tf.int32)  # (B,)
-    return tf.where(tf.reduce_any(is_eos, axis=1), first + 1, tf.shape(target_ids)[1])
 
 
 def pad_columns(ids, length):

@@ -1,0 +1,78 @@
+"""What every search returns, and what it must know of the target vocabulary."""
+
+from typing import NamedTuple
+
+import tensorflow as tf
+
+from keras_transformer.inference.probabilities import length_penalty
+
+
+class TargetSide(NamedTuple):
+    """The target vocabulary as a search sees it.
+
+    Attributes:
+        bos_id: id the decoder starts from.
+        eos_id: id that ends an output.
+        continues_word: optional bool `(V,)`, the pieces that go on with the
+            word before them (`Tokenizer.continues_word`): with phrases to
+            meet, none may follow a phrase, so that phrases are written as
+            whole words.
+
+    Examples:
+        ```python
+        TargetSide.of(target_tokenizer)  # its BOS, EOS and continues_word
+        ```
+    """
+
+    bos_id: int
+    eos_id: int
+    continues_word: object = None
+
+    @classmethod
+    def of(cls, tokenizer):
+        """The `TargetSide` of a `keras_transformer.text.Tokenizer`."""
+        return cls(tokenizer.bos_id, tokenizer.eos_id, tokenizer.continues_word)
+
+
+class DecodingResult(NamedTuple):
+    """The N outputs a search gives each of B sentences, best first for beam search.
+
+    Attributes:
+        token_ids: int32 `(B, N, L)`, L = `max_length`: the outputs, 0 after
+            EOS (and at the end of outputs cut at `max_length` without one).
+        lengths: int32 `(B, N)`, each output's tokens up to and including
+            its EOS (L if it has none).
+        log_probs: float32 `(B, N)`, log P(output | source) under the model
+            (-inf for a place no hypothesis filled).
+        scores: float32 `(B, N)`, `log_probs / length_penalty(lengths, alpha)`
+            (GNMT): what beam search ranks by.
+        attention: float32 `(B, N, L, S)`, each output token's
+            cross-attention to the source in the layer asked for, or None.
+    """
+
+    token_ids: object
+    lengths: object
+    log_probs: object
+    scores: object
+    attention: object = None
+
+
+def output_lengths(token_ids, eos_id):
+    """Tokens of each output `(..., L)` up to and including its EOS (all if none): `(...)`."""
+    is_eos = token_ids == eos_id  # (..., L)
+    first = tf.argmax(tf.cast(is_eos, tf.int32), axis=-1, output_type=tf.int32)
+    return tf.where(tf.reduce_any(is_eos, axis=-1), first + 1, tf.shape(token_ids)[-1])
+
+
+def from_log_probs(token_ids, log_probs, eos_id, alpha, attention=None):
+    """The `DecodingResult` of outputs `(B, N, L)` with their log P `(B, N)`."""
+    lengths = output_lengths(token_ids, eos_id)
+    scores = log_probs / length_penalty(lengths, alpha)
+    return DecodingResult(token_ids, lengths, log_probs, scores, attention)
+
+
+def from_scores(token_ids, scores, eos_id, alpha, attention=None):
+    """The `DecodingResult` of outputs `(B, N, L)` ranked by their `scores` `(B, N)`."""
+    lengths = output_lengths(token_ids, eos_id)
+    log_probs = scores * length_penalty(lengths, alpha)
+    return DecodingResult(token_ids, lengths, log_probs, scores, attention)
