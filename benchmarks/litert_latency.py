@@ -30,11 +30,8 @@ import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
 
 from keras_transformer import run  # noqa: E402
 from keras_transformer.export import export_translator  # noqa: E402
-from keras_transformer.export.litert import (  # noqa: E402
-    LITERT_FILE,
-    LiteRTTranslator,
-    export_litert,
-)
+from keras_transformer.export.litert import LITERT_FILE, export_litert  # noqa: E402
+from keras_transformer.export.litert_runtime import LiteRTTranslator  # noqa: E402
 
 
 def directory_size(path):
@@ -62,7 +59,7 @@ def engines(translator, directory):
         directory_size(saved),
     )
     try:
-        from keras_transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+        from keras_transformer.export import CTranslate2Translator, export_ctranslate2
     except ImportError:
         print("ctranslate2 is not installed (pip install -e '.[bench]'): its row is left out")
         return made

@@ -56,3 +56,12 @@ def test_a_run_directory_of_0_1_0_scores_given_translations_as_it_did(run_0_1_0,
     for got, reference in zip(scored, expected["score"], strict=True):
         assert got["tokens"] == reference["tokens"]
         np.testing.assert_allclose(got["log_prob"], reference["log_prob"], atol=1e-5)
+
+
+def test_the_runtimes_import_from_the_export_modules_that_held_them_before():
+    from keras_transformer.export import ctranslate2, ctranslate2_runtime, litert, litert_runtime
+
+    assert ctranslate2.CTranslate2Translator is ctranslate2_runtime.CTranslate2Translator
+    assert litert.LiteRTTranslator is litert_runtime.LiteRTTranslator
+    with pytest.raises(AttributeError, match="no attribute 'Translator'"):
+        ctranslate2.Translator  # noqa: B018

@@ -15,11 +15,8 @@ from keras_transformer.run.directory import RunDirectory
 from keras_transformer.text import SentencePieceTokenizer
 
 ctranslate2 = pytest.importorskip("ctranslate2")
-from keras_transformer.export.ctranslate2 import (  # noqa: E402
-    CTranslate2Translator,
-    ctranslate2_spec,
-    export_ctranslate2,
-)
+from keras_transformer.export.ctranslate2 import ctranslate2_spec, export_ctranslate2  # noqa: E402
+from keras_transformer.export.ctranslate2_runtime import CTranslate2Translator  # noqa: E402
 
 
 def teacher_forced_log_probs(model, tokenizer, sources, targets):

@@ -1,8 +1,9 @@
 """The package's layout keeps its promises: dependencies point down the list of
 DESIGN.md (layers know nothing of training, the model nothing of training or
 inference), the searches and exporters probe no capabilities with `hasattr`,
-no module or function outgrows a screen's worth of reading, and no search or
-export function takes more than eight parameters (options travel as `DecodeOptions`)."""
+no module or function outgrows a screen's worth of reading, no search or export
+function takes more than eight parameters (options travel as `DecodeOptions`), and
+no export module reaches into another's runtime."""
 
 import ast
 import pathlib
@@ -117,3 +118,16 @@ def test_searches_and_exports_take_their_options_as_one_object():
                     crowded.append(f"{path.name}: {node.name} takes {len(names)}")
     assert not crowded
 
+
+def test_no_export_module_imports_another_exports_runtime():
+    folder = PACKAGE / "export"
+    runtimes = {p.stem for p in folder.glob("*.py") if p.stem.endswith("_runtime")}
+    assert runtimes  # every export that runs its files has a runtime module
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = path.stem.removesuffix("_runtime")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = node.module.rsplit(".", 1)[-1]
+                if module in runtimes and path.stem != "__init__":
+                    assert module == f"{own}_runtime", f"{path.name} imports {node.module}"

@@ -18,12 +18,8 @@ from keras_transformer.export import export_translator
 from keras_transformer.text import SentencePieceTokenizer, WordPieceTokenizer
 
 pytest.importorskip("ai_edge_litert")
-from keras_transformer.export.litert import (  # noqa: E402
-    LITERT_FILE,
-    OPTIONS_FILE,
-    LiteRTTranslator,
-    export_litert,
-)
+from keras_transformer.export.litert import LITERT_FILE, OPTIONS_FILE, export_litert  # noqa: E402
+from keras_transformer.export.litert_runtime import LiteRTTranslator  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("main_job")  # the README main job's model, run once
 
@@ -182,7 +178,7 @@ def small_export(tmp_path_factory):
 def test_every_path_cuts_a_source_to_the_same_ids(small_export, tmp_path):
     """The graph (`Translator`, which the SavedModel traces), the LiteRT and CTranslate2
     runtimes and the training pipeline keep a source's first `limit - 1` pieces, then EOS."""
-    from keras_transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+    from keras_transformer.export import CTranslate2Translator, export_ctranslate2
 
     translator, litert_directory = small_export
     limit = translator.max_source_length

@@ -9,6 +9,7 @@ import tensorflow as tf
 from conftest import load_tiny_translation
 
 import keras_transformer as kt
+from keras_transformer import export
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.inference import Shortlist, Shortlisted, beam_search, greedy_search
@@ -138,11 +139,11 @@ def test_translator_saved_model_and_ctranslate2_decode_over_the_shortlist(
     outputs = served(inputs=tf.constant(sources[:8]))["outputs"].numpy()
     assert (outputs == short(tf.constant(sources[:8])).numpy()).all()
 
-    ct2 = pytest.importorskip("keras_transformer.export.ctranslate2")
-    directory = ct2.export_ctranslate2(short, tmp_path / "ct2")
+    pytest.importorskip("ctranslate2")
+    directory = export.export_ctranslate2(short, tmp_path / "ct2")
     vmap = (tmp_path / "ct2" / "vmap.txt").read_text(encoding="utf-8").splitlines()
     assert vmap[0].startswith("\t") and len(vmap) > 10
-    translated = ct2.CTranslate2Translator(directory)
+    translated = export.CTranslate2Translator(directory)
     assert translated.use_vmap
     # CTranslate2 decodes over the batch's union alone, the package over the union
     # filled up to `size`: every sentence on which they differ is one whose package

@@ -177,7 +177,7 @@ def translate_with_saved_model(path, sentences):
 
 
 def translate_with_litert(directory, sentences):
-    from keras_transformer.export.litert import LiteRTTranslator
+    from keras_transformer.export.litert_runtime import LiteRTTranslator
 
     translator = LiteRTTranslator(directory)
     report_truncated(translator, sentences)

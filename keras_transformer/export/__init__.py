@@ -1,12 +1,9 @@
 """Exports: SavedModel for TF Serving (string and token-id signatures), CTranslate2, LiteRT."""
 
-from keras_transformer.export.ctranslate2 import (
-    CTranslate2Translator,
-    ctranslate2_spec,
-    export_ctranslate2,
-    write_spec,
-)
-from keras_transformer.export.litert import LiteRTTranslator, export_litert
+from keras_transformer.export.ctranslate2 import ctranslate2_spec, export_ctranslate2, write_spec
+from keras_transformer.export.ctranslate2_runtime import CTranslate2Translator
+from keras_transformer.export.litert import export_litert
+from keras_transformer.export.litert_runtime import LiteRTTranslator
 from keras_transformer.export.saved_model import (
     IDS_SIGNATURE,
     SAVED_MODELS_DIR,

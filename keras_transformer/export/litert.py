@@ -19,15 +19,11 @@ travel beside the `.tflite` file and `LiteRTTranslator` runs them with the
 
 import os
 
-import numpy as np
 import tensorflow as tf
 
-from keras_transformer.constants import BOS_ID, PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.export.options import read_options, write_options
-from keras_transformer.inference.checks import refuse_one_string
-from keras_transformer.inference.options import DecodeOptions
-from keras_transformer.text import SentencePieceTokenizer, SourcePolicy
+from keras_transformer.export.options import write_options
+from keras_transformer.text import SentencePieceTokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
 LITERT_FILE = "translator.tflite"
@@ -128,95 +124,10 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
     return directory
 
 
-def _interpreter_class():
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError as error:
-        raise ImportError(
-            "The LiteRT translator needs the `ai-edge-litert` package: "
-            'pip install "keras-transformer-nmt[litert]"'
-        ) from error
-    return Interpreter
+def __getattr__(name):
+    """`LiteRTTranslator`, imported from here before it had a module of its own."""
+    if name == "LiteRTTranslator":
+        from keras_transformer.export.litert_runtime import LiteRTTranslator
 
-
-class LiteRTTranslator:
-    """Translates strings with a model written by `export_litert`, one sentence a call.
-
-    Runs on the `ai-edge-litert` interpreter (not TensorFlow's deprecated
-    `tf.lite.Interpreter`), with SentencePiece in Python around it. An empty
-    or whitespace-only sentence is the source `[EOS]`, which the search ends
-    at once: it translates to "", as everywhere in the package. A source
-    longer than the export's `max_source_length` is cut to it (`truncated`
-    says which).
-
-    Args:
-        directory: a directory written by `export_litert`.
-        num_threads: interpreter threads; None lets LiteRT choose.
-
-    Examples:
-        ```python
-        translate = LiteRTTranslator("litert/numbers_de_en")
-        translate(["dreihunderteinundzwanzig", ""])  # ['three hundred and twenty-one', '']
-        ```
-    """
-
-    def __init__(self, directory, num_threads=None):
-        import sentencepiece
-
-        self.options = read_options(directory, OPTIONS_FILE, "LiteRT")
-        self.decode_options = DecodeOptions.from_dict(self.options, others=EXPORT_KEYS)
-        self.max_source_length = self.decode_options.max_source_length
-        self.max_length = self.decode_options.max_length
-        self.source_policy = SourcePolicy(self.max_source_length, self.options["source_eos_id"])
-        self.source = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(directory, SOURCE_MODEL)
-        )
-        self.target = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(directory, TARGET_MODEL)
-        )
-        interpreter = _interpreter_class()(
-            model_path=os.path.join(directory, LITERT_FILE), num_threads=num_threads
-        )
-        interpreter.allocate_tensors()
-        self._interpreter = interpreter
-        self._input = interpreter.get_input_details()[0]["index"]
-        self._output = interpreter.get_output_details()[0]["index"]
-
-    def source_ids(self, sentence):
-        """A sentence's ids, cut to `max_source_length` with EOS: int32 `(1, S)`, 0-padded."""
-        kept = self.source_policy.ids(self.source.encode(sentence))
-        ids = np.full((1, self.max_source_length), PAD_ID, np.int32)
-        ids[0, : len(kept)] = kept
-        return ids
-
-    def translate_ids(self, source_ids):
-        """Target ids `(1, max_length)` of source ids `(1, max_source_length)`, 0 after EOS."""
-        source_ids = np.asarray(source_ids)
-        if source_ids.shape != (1, self.max_source_length) or source_ids.dtype.kind not in "iu":
-            raise ArgumentError(
-                f"`source_ids` must be integer ids of shape (1, {self.max_source_length}). "
-                f"Received: shape {source_ids.shape}, dtype {source_ids.dtype}"
-            )
-        self._interpreter.set_tensor(self._input, source_ids.astype(np.int32))
-        self._interpreter.invoke()
-        return self._interpreter.get_tensor(self._output)
-
-    def truncated(self, sentences):
-        """Which sentences are longer than `max_source_length` pieces with EOS: list of bool."""
-        return [self.source_policy.truncated(len(self.source.encode(s))) for s in sentences]
-
-    def __call__(self, sentences):
-        """Translations of a list of strings, one call of the model each."""
-        refuse_one_string(sentences)
-        others = [s for s in sentences if not isinstance(s, str)]
-        if others:
-            raise ArgumentError(
-                f"`sentences` must be a list of strings (B,). Received: an item {others[0]!r:.80}"
-            )
-        return [self._translate_one(sentence) for sentence in sentences]
-
-    def _translate_one(self, sentence):
-        target_ids = self.translate_ids(self.source_ids(sentence))[0]  # (max_length,)
-        ended = np.flatnonzero(target_ids == self.options["eos_id"])
-        ids = target_ids[: ended[0] if len(ended) else len(target_ids)]
-        return self.target.decode([int(i) for i in ids if i not in (PAD_ID, BOS_ID)])
+        return LiteRTTranslator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
