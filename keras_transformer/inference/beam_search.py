@@ -23,7 +23,6 @@ from keras_transformer.inference.constraints import (
     start,
 )
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
-from keras_transformer.inference.greedy import lengths_of
 from keras_transformer.inference.loop import (
     cache_lengths,
     decode_loop,
@@ -34,7 +33,7 @@ from keras_transformer.inference.loop import (
     take,
     write_step,
 )
-from keras_transformer.inference.options import DecodeOptions
+from keras_transformer.inference.options import DecodeOptions, lengths_of
 from keras_transformer.inference.probabilities import MINUS_INF, length_penalty
 from keras_transformer.inference.result import TargetSide, from_scores
 from keras_transformer.inference.rules import apply_rules, make_rules

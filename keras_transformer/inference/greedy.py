@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_transformer.inference.defaults import MAX_LENGTH
 from keras_transformer.inference.loop import token_by_token
-from keras_transformer.inference.options import DecodeOptions, LengthOptions
+from keras_transformer.inference.options import DecodeOptions, lengths_of
 from keras_transformer.inference.result import TargetSide, from_log_probs
 
 
@@ -117,9 +117,3 @@ def most_likely(log_probs, step):
     """Each row's most likely token `(B,)` of `log_probs` `(B, V)`."""
     del step  # the same at every step
     return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-
-
-def lengths_of(length_options):
-    """`length_options` (`inference.LengthOptions`, a tuple of its fields, or None) as
-    `DecodeOptions` fields."""
-    return LengthOptions(*(length_options or ()))._asdict()

@@ -157,6 +157,12 @@ class LengthOptions(NamedTuple):
     no_repeat_ngram_size: int = 0
 
 
+def lengths_of(length_options):
+    """`length_options` (`inference.LengthOptions`, a tuple of its fields, or None) as
+    `DecodeOptions` fields."""
+    return LengthOptions(*(length_options or ()))._asdict()
+
+
 def check_length_options(options, max_length):
     """`options` as `LengthOptions`, or an `ArgumentError` naming the first one out of range."""
     options = LengthOptions() if options is None else LengthOptions(*options)

@@ -6,9 +6,8 @@ import dataclasses
 import tensorflow as tf
 
 from keras_transformer.inference.defaults import MAX_LENGTH
-from keras_transformer.inference.greedy import lengths_of
 from keras_transformer.inference.loop import token_by_token
-from keras_transformer.inference.options import DecodeOptions
+from keras_transformer.inference.options import DecodeOptions, lengths_of
 from keras_transformer.inference.probabilities import MINUS_INF
 from keras_transformer.inference.result import TargetSide, from_log_probs
 
