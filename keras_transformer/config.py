@@ -283,8 +283,9 @@ def default_config():
     return copy.deepcopy(DEFAULTS)
 
 
-def load_config(path=None, overrides=()):
-    """Defaults, updated from a YAML/JSON file, then from `section.key=value` overrides.
+def load_config(path=None, overrides=(), base=None):
+    """Defaults (or `base`), updated from a YAML/JSON file, then from `section.key=value`
+    overrides.
 
     Args:
         path: optional configuration file (`.yaml`, `.yml` or `.json`), or the
@@ -292,6 +293,8 @@ def load_config(path=None, overrides=()):
             `"multi30k_de_en"`); it may give any subset of the keys.
         overrides: strings `"section.key=value"`; the value is parsed as YAML
             (`3`, `0.1`, `true`, `null`, `de`).
+        base: the configuration to update instead of the defaults, such as a run's
+            saved one (`read_saved_config`).
 
     Returns:
         The full configuration dict.
@@ -301,7 +304,7 @@ def load_config(path=None, overrides=()):
         ConfigError: on unknown keys, values of the wrong type, bad syntax, or
             more cool-down epochs than epochs.
     """
-    config = default_config()
+    config = copy.deepcopy(base) if base is not None else default_config()
     if path is not None:
         path = builtin_config_path(path)
         if not os.path.isfile(path):

@@ -29,8 +29,13 @@ def decoding_options(args):
 
 
 def run_train(args):
-    config = load_config(args.config, args.set)
     from keras_transformer import run
+    from keras_transformer.run.directory import RunDirectory
+
+    directory = RunDirectory(args.run_dir)
+    # Without --config, a run that exists goes on with its own configuration.
+    base = directory.read_config() if args.config is None and directory.has_config() else None
+    config = load_config(args.config, args.set, base)
     from keras_transformer.training import distribution_strategy
 
     if config["train"]["devices"] > 1:

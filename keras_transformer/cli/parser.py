@@ -44,7 +44,11 @@ def add_train(commands):
         "(--set train.epochs=N, more than before)",
     )
     run_dir_argument(train)
-    train.add_argument("--config", help="YAML or JSON file of options (see config.py)")
+    train.add_argument(
+        "--config",
+        help="YAML or JSON file of options (see config.py); without it, the defaults for "
+        "a new run and the run's own configuration for one that exists",
+    )
     train.add_argument(
         "--set",
         action="append",
