@@ -7,6 +7,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -86,6 +87,43 @@ def load_tiny_translation(directory):
 
     model = keras.models.load_model(directory / "model.keras")
     return model, load_tokenizer(str(directory / "tokenizer"))
+
+
+def renumbered(model, tokenizer, swaps):
+    """`(model, tokenizer, permutation)`: the same model and SentencePiece vocabulary with
+    the ids of each pair in `swaps` exchanged (in the pieces, the special ids, and the
+    rows of every embedding and output weight); `permutation[old id]` is the new id."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    from keras_transformer.text import SentencePieceTokenizer
+
+    vocab = tokenizer.vocab_size
+    permutation = np.arange(vocab)
+    for a, b in swaps:
+        permutation[[a, b]] = permutation[[b, a]]
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(tokenizer.model_proto)
+    pieces = [sentencepiece_model_pb2.ModelProto.SentencePiece() for _ in range(vocab)]
+    for old, new in enumerate(permutation):
+        pieces[new].CopyFrom(proto.pieces[old])
+    del proto.pieces[:]
+    proto.pieces.extend(pieces)
+    spec = proto.trainer_spec
+    spec.unk_id, spec.bos_id, spec.eos_id = (
+        int(permutation[i]) for i in (spec.unk_id, spec.bos_id, spec.eos_id)
+    )
+    renumbered_tokenizer = SentencePieceTokenizer(proto.SerializeToString())
+    inverse = np.argsort(permutation)  # new id -> old id
+    copy = model.__class__.from_config(model.get_config())
+    ids = np.full((1, 4), 4, "int32")
+    copy((ids, ids))  # builds the weights, in the original's order
+    weights = []
+    for value in model.get_weights():
+        for axis in [axis for axis, size in enumerate(value.shape) if size == vocab]:
+            value = np.take(value, inverse, axis=axis)
+        weights.append(value)
+    copy.set_weights(weights)
+    return copy, renumbered_tokenizer, permutation
 
 
 def readme_main_job():

@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import load_tiny_translation
+from conftest import load_tiny_translation, renumbered
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
@@ -249,3 +249,34 @@ def test_constraints_that_cannot_fit_are_refused_naming_the_sentence(parts):
         search.translate(["eins", "zwei"], constraints=[[], ["one two three " * 10]])
     with pytest.raises(ValueError, match="Give one row of constraints per sentence"):
         search.translate(["eins", "zwei"], constraints=[["one"]])
+
+
+def test_a_vocabulary_that_numbers_its_special_pieces_otherwise_translates_the_same(parts):
+    """BOS and EOS moved to ordinary pieces' ids, those pieces to 2 and 3, and the model's
+    embedding and output rows with them: the same translations, from other ids."""
+    model, tokenizer = parts
+    word = next(i for i in range(10, tokenizer.vocab_size) if tokenizer.pieces[i][1:].isalpha())
+    model2, tokenizer2, permutation = renumbered(model, tokenizer, [(2, 9), (3, word)])
+    assert (tokenizer2.bos_id, tokenizer2.eos_id, tokenizer2.unk_id) == (9, word, 1)
+    sources = [*SENTENCES[:6], "", "   "]
+    ids = tokenizer.tokenize(sources).to_list()
+    assert tokenizer2.tokenize(sources).to_list() == [list(permutation[row]) for row in ids]
+    phrases = [[tokenizer.pieces[word][1:]]] * 2  # now the piece of id 3, EOS's old id
+    for options in [dict(beam_size=1), dict(beam_size=3, n_best=2)]:
+        ours, theirs = (
+            Translator(m, t, t, max_length=30, jit_compile=False, **options)
+            for m, t in [(model, tokenizer), (model2, tokenizer2)]
+        )
+        expected = ours.translate(sources)
+        got = theirs.translate(sources)
+        assert got["translations"].numpy().tolist() == expected["translations"].numpy().tolist()
+        np.testing.assert_allclose(got["scores"], expected["scores"], rtol=1e-4, atol=1e-5)
+        assert got["translations"].numpy()[-2:].tolist() == [[b""] * options.get("n_best", 1)] * 2
+        result = theirs.search(theirs.source_ids(sources[:2]))
+        assert result.token_ids.numpy().tolist() == (
+            permutation[ours.search(ours.source_ids(sources[:2])).token_ids.numpy()].tolist()
+        )
+        constrained = theirs.translate(sources[:2], constraints=phrases)["translations"]
+        expected = ours.translate(sources[:2], constraints=phrases)["translations"]
+        assert constrained.numpy().tolist() == expected.numpy().tolist()
+        assert all(phrases[0][0].encode() in t for t in constrained.numpy()[:, 0])

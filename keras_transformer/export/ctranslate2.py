@@ -32,7 +32,7 @@ import tempfile
 import keras
 import numpy as np
 
-from keras_transformer.constants import BOS_ID, EOS_ID, UNK_ID
+from keras_transformer.constants import SPECIAL_IDS
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import write_options
 from keras_transformer.layers.decoder import DecoderLayer
@@ -57,16 +57,20 @@ def _ctranslate2():
     return ctranslate2
 
 
-def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
+def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, special_ids=None):
     """The CTranslate2 `TransformerSpec` holding the weights of `model`.
 
     Args:
         model: a built `keras_transformer.Transformer`.
         source_pieces: the source vocabulary, `source_pieces[i]` the piece of id
-            `i`; the special ids are the package's (`constants`).
+            `i`.
         target_pieces: the target vocabulary, likewise.
         positions: rows of the sinusoidal table, the longest sequence the
             CTranslate2 model can read or write.
+        special_ids: the target vocabulary's `Tokenizer.special_ids`
+            (`{"pad": 0, "unk": 1, "bos": 2, "eos": 3}`); None for the
+            package's (`constants.SPECIAL_IDS`). CTranslate2 ends each source
+            with the target's EOS piece, which the source must spell the same.
 
     Returns:
         A `ctranslate2.specs.TransformerSpec`, ready for a converter.
@@ -119,9 +123,15 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS):
     spec.register_source_vocabulary(_vocabulary(source_pieces, model.input_vocab_size, "source"))
     target = _vocabulary(target_pieces, model.target_vocab_size, "target")
     spec.register_target_vocabulary(target)
-    spec.config.unk_token = target[UNK_ID]
-    spec.config.bos_token = spec.config.decoder_start_token = target[BOS_ID]
-    spec.config.eos_token = target[EOS_ID]
+    special_ids = SPECIAL_IDS if special_ids is None else special_ids
+    spec.config.unk_token = target[special_ids["unk"]]
+    spec.config.bos_token = spec.config.decoder_start_token = target[special_ids["bos"]]
+    spec.config.eos_token = target[special_ids["eos"]]
+    if spec.config.eos_token not in source_pieces:
+        raise ArgumentError(
+            f"CTranslate2 ends each source with the target's EOS piece "
+            f"{spec.config.eos_token!r}, which the source vocabulary does not have."
+        )
     return spec
 
 
@@ -251,6 +261,7 @@ def export_ctranslate2(translator, directory, quantization=None):
         translator.source_tokenizer.pieces,
         translator.target_tokenizer.pieces,
         positions=max(POSITIONS, translator.max_source_length, translator.max_length + 1),
+        special_ids=translator.target_tokenizer.special_ids,
     )
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)

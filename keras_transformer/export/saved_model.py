@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-from keras_transformer.constants import FIRST_PIECE_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.validation import check_positive_int
 
@@ -212,11 +211,12 @@ def string_signatures(translator, n_best=None):
 def warmup_requests(translator, text):
     """`(signature_name, {input name: array})` pairs: one source of each length bucket.
 
-    The sources repeat the first piece after the special ids 7, 15, 31, ...
+    The sources repeat the lowest id that is no special piece 7, 15, 31, ...
     times, then EOS, up to `max_source_length` tokens; the strings are
     their detokenized text.
     """
-    eos, piece = translator.source_tokenizer.eos_id, FIRST_PIECE_ID
+    special = set(translator.source_tokenizer.special_ids.values())
+    eos, piece = translator.source_tokenizer.eos_id, min(set(range(len(special) + 1)) - special)
     requests = []
     length = 8
     while length // 2 < translator.max_source_length:

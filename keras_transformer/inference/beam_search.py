@@ -29,7 +29,6 @@ from keras_transformer.inference.loop import (
     empty_history,
     join,
     next_log_probs,
-    phrase_rule,
     take,
     write_step,
 )
@@ -233,13 +232,7 @@ class BeamSearch:
         prefix_ids = check_prefix_ids(prefix_ids, source_ids.shape[0])
         constraint_ids = check_constraint_ids(constraint_ids, source_ids.shape[0])
         rules = make_rules(
-            source_ids,
-            prefix_ids,
-            self.options,
-            self.target.eos_id,
-            k,
-            constraint_ids,
-            phrase_rule(self.target, constraint_ids),
+            source_ids, prefix_ids, self.options, self.target, k, constraint_ids
         )  # B*k rows
         state = model.encode(source_ids)  # one per sentence, shared by its hypotheses
         lengths = cache_lengths(model, max_length)

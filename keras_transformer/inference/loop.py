@@ -30,7 +30,6 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.inference.adapters import as_step
 from keras_transformer.inference.checks import (
     check_constraint_ids,
-    check_continues_word,
     check_prefix_ids,
     check_source_ids,
 )
@@ -125,9 +124,8 @@ def token_by_token(
         source_ids,
         prefix_ids,
         options,
-        eos_id,
+        target,
         constraint_ids=constraint_ids,
-        continues_word=phrase_rule(target, constraint_ids),
         eager_phrases=True,  # one hypothesis per sentence
     )
     state = model.encode(source_ids)
@@ -176,14 +174,6 @@ def token_by_token(
         ),
     )
     return final.history["tokens"], final.score, final.history["attention"]
-
-
-def phrase_rule(target, constraint_ids):
-    """The `continues_word` of `target` `(V,)` (checked) for a search with phrases to
-    meet, or None."""
-    if constraint_ids is None:
-        return None
-    return check_continues_word(target.continues_word)
 
 
 def cache_lengths(model, max_length):

@@ -17,21 +17,36 @@ class TargetSide(NamedTuple):
             word before them (`Tokenizer.continues_word`): with phrases to
             meet, none may follow a phrase, so that phrases are written as
             whole words.
+        source_eos_id: the id that ends each source, by which a search
+            knows an empty source (the source `[EOS]`, translated as the
+            empty output); None for `eos_id` (one vocabulary for both sides).
+
+    Each id is the one of the vocabulary the model was trained with, so a
+    vocabulary that numbers its special pieces differently from
+    `keras_transformer.constants` decodes as well (padding is always id 0).
 
     Examples:
         ```python
-        TargetSide.of(target_tokenizer)  # its BOS, EOS and continues_word
+        TargetSide.of(target_tokenizer, source_tokenizer)  # their BOS, EOS, continues_word
         ```
     """
 
     bos_id: int
     eos_id: int
     continues_word: object = None
+    source_eos_id: object = None
 
     @classmethod
-    def of(cls, tokenizer):
-        """The `TargetSide` of a `keras_transformer.text.Tokenizer`."""
-        return cls(tokenizer.bos_id, tokenizer.eos_id, tokenizer.continues_word)
+    def of(cls, tokenizer, source_tokenizer=None):
+        """The `TargetSide` of a target `keras_transformer.text.Tokenizer` (and of the
+        source tokenizer, for the source's EOS; None: the same vocabulary)."""
+        source_eos_id = None if source_tokenizer is None else source_tokenizer.eos_id
+        return cls(tokenizer.bos_id, tokenizer.eos_id, tokenizer.continues_word, source_eos_id)
+
+    @property
+    def source_end(self):
+        """The id that ends each source: `source_eos_id`, else `eos_id`."""
+        return self.eos_id if self.source_eos_id is None else self.source_eos_id
 
 
 class DecodingResult(NamedTuple):

@@ -12,8 +12,9 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.constants import EOS_ID, PAD_ID
+from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.checks import check_continues_word
 from keras_transformer.inference.constraints import (
     check_fit,
     constraint_log_probs,
@@ -63,23 +64,22 @@ class Rules(NamedTuple):
     eager_phrases: bool = False
 
 
-def is_empty_source(source_ids):
-    """Rows of `source_ids` `(B, S)` with no token but padding and EOS: bool `(B,)`.
+def is_empty_source(source_ids, eos_id):
+    """Rows of `source_ids` `(B, S)` with no token but padding and `eos_id`: bool `(B,)`.
 
     The package's tokenizers write an empty or whitespace-only sentence as
     the source [EOS].
     """
-    return tf.reduce_all((source_ids == PAD_ID) | (source_ids == EOS_ID), axis=1)
+    return tf.reduce_all((source_ids == PAD_ID) | (source_ids == eos_id), axis=1)
 
 
 def make_rules(
     source_ids,
     prefix_ids,
     options,
-    eos_id,
+    target,
     rows_per_sentence=1,
     constraint_ids=None,
-    continues_word=None,
     eager_phrases=False,
 ):
     """The `Rules` of a search over `source_ids` `(B, S)`, `rows_per_sentence` rows each.
@@ -94,10 +94,11 @@ def make_rules(
         prefix_ids: int32 `(B, P + 1)` from `check_prefix_ids`, or None.
         options: the search's `DecodeOptions` (`max_length` and the length
             options).
-        eos_id: id that ends an output.
+        target: the search's `TargetSide`: the ids that end an output and
+            a source, and with `constraint_ids` the pieces that continue a
+            word (checked here).
         rows_per_sentence: hypotheses per sentence (beam search's k).
         constraint_ids: int32 `(B, C, T)` from `check_constraint_ids`, or None.
-        continues_word: bool `(V,)` from `check_continues_word`, or None.
         eager_phrases: `Rules.eager_phrases`, for searches of one hypothesis
             per sentence.
     """
@@ -111,7 +112,7 @@ def make_rules(
     if constraint_ids is not None:
         check_fit(constraint_ids, prefix_ids, max_length)
         forced_length += tf.reduce_sum(phrase_lengths(constraint_ids), axis=1)
-    empty = is_empty_source(source_ids)  # (B,)
+    empty = is_empty_source(source_ids, target.source_end)  # (B,)
     limits = tf.where(empty, 0, limits)
     limits = tf.clip_by_value(tf.maximum(limits, forced_length + 1), 1, max_length)  # (B,)
     must_end = (limits < max_length) | empty
@@ -124,11 +125,11 @@ def make_rules(
         prefix_ids,
         limits,
         must_end,
-        eos_id,
+        target.eos_id,
         length_options.min_length,
         length_options.no_repeat_ngram_size,
         constraint_ids,
-        continues_word,
+        None if constraint_ids is None else check_continues_word(target.continues_word),
         eager_phrases,
     )
 

@@ -360,9 +360,10 @@ class Translator(tf.Module):
             return DecodingResult(*(None if t is None else t[:batch] for t in result))
 
     def _search_ids(self, source_ids, prefix_ids=None, constraint_ids=None):
-        target = TargetSide(self.target_tokenizer.bos_id, self.target_tokenizer.eos_id)
+        source, target = self.source_tokenizer, self.target_tokenizer
+        target = TargetSide(target.bos_id, target.eos_id, source_eos_id=source.eos_id)
         if constraint_ids is not None:  # phrases are written as whole words
-            target = TargetSide.of(self.target_tokenizer)
+            target = TargetSide.of(self.target_tokenizer, self.source_tokenizer)
         return make_search(self.options, target)(
             self._decoded, source_ids, prefix_ids, constraint_ids
         )

@@ -27,8 +27,9 @@ class SentencePieceTokenizer(Tokenizer):
 
     Args:
         model_proto: the serialized SentencePiece model (`bytes`), as written
-            by `SentencePieceTokenizer.train` or `spm_train`. Its ids must
-            follow the package: 0 padding, 1 unknown, 2 BOS, 3 EOS.
+            by `SentencePieceTokenizer.train` or `spm_train`. Padding must be
+            id 0 (the model's masks read it so); the unknown piece, BOS and
+            EOS may have any other ids (`train` gives them 1, 2 and 3).
         name: name of the `tf.Module`.
 
     Examples:
@@ -55,10 +56,12 @@ class SentencePieceTokenizer(Tokenizer):
             "bos": processor.bos_id(),
             "eos": processor.eos_id(),
         }
-        if found != SPECIAL_IDS:
+        if found["pad"] != PAD_ID or min(found.values()) < 0 or len(set(found.values())) < 4:
             raise ArgumentError(
-                f"The SentencePiece model must use the special ids {SPECIAL_IDS}. Received: {found}"
+                f"The SentencePiece model's special ids must have padding at {PAD_ID} and an "
+                f"id of their own for each of unk, bos and eos, as {SPECIAL_IDS}. Received: {found}"
             )
+        self.unk_id, self.bos_id, self.eos_id = found["unk"], found["bos"], found["eos"]
         self.model_proto = model_proto
         self._pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)

@@ -2,8 +2,10 @@
 
 A tokenizer maps strings to ragged int32 ids and back, in TensorFlow ops, so
 it runs inside `tf.data` and inside an exported SavedModel. Id 0 is padding
-for every tokenizer; the ids of BOS, EOS and the unknown piece are stored with
-the tokenizer, and are the package's (`keras_transformer.constants`).
+for every tokenizer (the model's masks read it so); the ids of BOS, EOS and
+the unknown piece are those of its vocabulary: the package's
+(`keras_transformer.constants`) for the vocabularies it trains, others for a
+SentencePiece model that numbers them differently.
 """
 
 import json
@@ -101,6 +103,11 @@ class Tokenizer(tf.Module):
             f"{type(self).__name__} has one segmentation of each text; subword sampling "
             "needs a SentencePiece tokenizer."
         )
+
+    @property
+    def special_ids(self):
+        """`{"pad": id, "unk": id, "bos": id, "eos": id}` of this vocabulary."""
+        return {"pad": self.pad_id, "unk": self.unk_id, "bos": self.bos_id, "eos": self.eos_id}
 
     @property
     def vocab_size(self):
