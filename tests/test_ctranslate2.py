@@ -213,3 +213,47 @@ def test_ctranslate2_patience_lets_beam_search_find_the_package_outputs(tiny_tra
         CTranslate2Translator(directory, ranking="gnmt")
     with pytest.raises(ValueError, match="patience.*Received: patience=0"):
         CTranslate2Translator(directory, patience=0)
+
+
+def test_ctranslate2_translate_gives_the_translators_outputs_scores_and_prefixes(
+    tiny_translation, tmp_path
+):
+    """`translate`, the interface every engine shares: the same keys and shapes as
+    `Translator.translate`, the package's score of each output, target prefixes, and
+    constraints refused by name."""
+    model, tokenizer = load_tiny_translation(tiny_translation)
+    sources = numbers_corpus("test").sources[:60] + ["", "   "]
+    for options in [dict(beam_size=1), dict(beam_size=4, n_best=2, alpha=1.0)]:
+        translator = kt.Translator(model, tokenizer, tokenizer, **options)
+        engine = CTranslate2Translator(export_ctranslate2(translator, tmp_path / str(options)))
+        # Every other sentence from its translation's first word: a German number is one
+        # word, which the search must then end or go on from.
+        first_words = [t.split(" ")[0] for t in kt.inference.translate_lines(translator, sources)]
+        prefixes = [word if i % 2 else "" for i, word in enumerate(first_words)]
+        for given in [None, prefixes]:
+            ours, theirs = (e.translate(sources, given) for e in (translator, engine))
+            n = options.get("n_best", 1)
+            assert theirs["translations"].shape == theirs["scores"].shape == (len(sources), n)
+            np.testing.assert_array_equal(theirs["truncated"], ours["truncated"].numpy())
+            texts = kt.inference.translations_of(ours["translations"])
+            same = texts == theirs["translations"]  # (B, n)
+            assert same[:, 0].mean() >= 0.93, (options, given is not None, same[:, 0].mean())
+            if given is not None:
+                starts = zip(theirs["translations"][:, 0], given, strict=True)
+                assert all(text.startswith(prefix) for text, prefix in starts)
+            # With a prefix, CTranslate2's scorer does not leave padding and BOS out of
+            # the softmax as the search does: a prefix's log P is lower by their mass.
+            # And two hypotheses of an n-best list can spell one text with other pieces.
+            tolerance = 2e-3 if given is None else 2e-2
+            close = np.isclose(
+                theirs["scores"], ours["scores"].numpy(), rtol=2e-3, atol=tolerance
+            )  # (B, n)
+            assert close[same].mean() >= 0.98, np.flatnonzero(same & ~close)
+        lines = kt.inference.translate_lines_with_scores(engine, sources[:3])
+        assert [[text for text, _ in row] for row in lines] == (
+            engine.translate(sources[:3])["translations"].tolist()
+        )
+    with pytest.raises(ArgumentError, match="does not take `constraints`: CTranslate2 has no"):
+        engine.translate(sources[:1], constraints=[["zwei"]])
+    with pytest.raises(ArgumentError, match="Give one prefix per sentence"):
+        engine.translate(sources[:2], prefixes=["zwei"])

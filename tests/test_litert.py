@@ -231,3 +231,25 @@ def test_litert_translator_refuses_bad_input(small_export, tmp_path):
     with pytest.raises(ValueError, match="must be a list of strings"):
         translate("eins")
     assert len(translate(["eins", "zwei"])) == 2
+
+
+def test_litert_translate_gives_the_translators_outputs_and_scores(small_export):
+    """`translate`, the interface every engine shares: the translator's texts and scores
+    in its shapes, and what the file cannot do refused by name."""
+    translator, directory = small_export
+    engine = LiteRTTranslator(directory)
+    sentences = ["eins", "zweiundzwanzig", "dreihundert", "", "   ", "eins " * 20]
+    ours, theirs = translator.translate(sentences), engine.translate(sentences)
+    assert theirs["translations"].shape == theirs["scores"].shape == (len(sentences), 1)
+    assert theirs["translations"].tolist() == (
+        kt.inference.translations_of(ours["translations"]).tolist()
+    )
+    np.testing.assert_allclose(theirs["scores"], ours["scores"].numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(theirs["truncated"], ours["truncated"].numpy())
+    lines = kt.inference.translate_lines_with_scores(engine, sentences)
+    assert [row[0][0] for row in lines] == theirs["translations"][:, 0].tolist()
+    assert kt.inference.translate_lines(engine, sentences) == engine(sentences)
+    for name, value in [("prefixes", [""] * 6), ("constraints", [[]] * 6)]:
+        with pytest.raises(ArgumentError, match=f"LiteRTTranslator does not take `{name}`"):
+            engine.translate(sentences, **{name: value})
+    assert engine.translate([])["translations"].shape == (0, 1)

@@ -12,6 +12,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.errors import ArgumentError
 from keras_transformer.export.ctranslate2 import (
     DECODE_FILE,
     SOURCE_TOKENIZER,
@@ -20,6 +21,7 @@ from keras_transformer.export.ctranslate2 import (
 )
 from keras_transformer.export.options import read_options
 from keras_transformer.inference.checks import check_sentences
+from keras_transformer.inference.engine import engine_result, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
 from keras_transformer.text import SourcePolicy, load_tokenizer
@@ -96,6 +98,7 @@ class CTranslate2Translator:
         self.patience = patience
         self.ranking = ranking
         self.beam_size = options.beam_size if beam_size is None else beam_size
+        self.n_best = min(options.n_best, self.beam_size)
         self.alpha = options.alpha if alpha is None else alpha
         self.max_length = options.max_length
         self.max_source_length = options.max_source_length
@@ -119,27 +122,45 @@ class CTranslate2Translator:
             intra_threads=intra_threads,
         )
 
-    def limit(self, source_length):
-        """Most target tokens for a source of `source_length` pieces (EOS not counted)."""
-        a, b = self.length_options.max_length_a, self.length_options.max_length_b
-        b = self.max_length if b is None else b
-        return max(1, min(self.max_length, math.floor(a * (source_length + 1) + b)))
-
     def translate_pieces(self, source_pieces, max_batch_size=64):
         """Target pieces for lists of source pieces (EOS is appended by the model)."""
-        targets = [[] for _ in source_pieces]  # an empty source stays empty
-        by_limit = {}
-        for index, pieces in enumerate(source_pieces):
-            if pieces:
-                by_limit.setdefault(self.limit(len(pieces)), []).append(index)
+        return [ranked[0][0] for ranked in self.search_pieces(source_pieces, None, max_batch_size)]
+
+    def search_pieces(self, source_pieces, prefix_pieces=None, max_batch_size=64):
+        """Per source, its `n_best` outputs as `(target pieces, score)`, best first.
+
+        Args:
+            source_pieces: lists of source pieces (EOS is appended by the model).
+            prefix_pieces: optional lists of target pieces each output starts
+                with (`[]` for none).
+            max_batch_size: sentences per CTranslate2 batch.
+
+        The score is the package's, log P / GNMT length penalty, with EOS
+        counted in |Y| when the output has one (not when it stops at its limit).
+        """
+        prefix_pieces = prefix_pieces or [[] for _ in source_pieces]
+        ranked = [None] * len(source_pieces)
+        by_limit, empty = {}, []
+        for index, (pieces, prefix) in enumerate(zip(source_pieces, prefix_pieces, strict=True)):
+            if pieces or prefix:
+                limit = self.limit(len(pieces), len(prefix))
+                by_limit.setdefault(limit, []).append(index)
+            else:
+                empty.append(index)
+        if empty:  # the output is EOS at once, as in the package's search: score it
+            results = self.translator.score_batch([[]] * len(empty), [[]] * len(empty))
+            score = sum(results[0].log_probs) / float(length_penalty(1.0, self.alpha))
+            for index in empty:
+                ranked[index] = [([], score)] + [([], -math.inf)] * (self.n_best - 1)
         own_ranking = self.beam_size == 1 or self.ranking == "ctranslate2"
         for limit, indices in by_limit.items():
             results = self.translator.translate_batch(
                 [source_pieces[i] for i in indices],
+                target_prefix=[prefix_pieces[i] or None for i in indices],
                 beam_size=self.beam_size,
                 length_penalty=self.alpha if self.beam_size > 1 else 0.0,
-                num_hypotheses=1 if own_ranking else self.beam_size,
-                return_scores=not own_ranking,
+                num_hypotheses=self.n_best if own_ranking else self.beam_size,
+                return_scores=True,
                 patience=self.patience,
                 max_decoding_length=limit,
                 min_decoding_length=self.length_options.min_length,
@@ -149,19 +170,46 @@ class CTranslate2Translator:
                 use_vmap=self.use_vmap,
             )
             for i, result in zip(indices, results, strict=True):
-                targets[i] = result.hypotheses[0] if own_ranking else self.best(result)
-        return targets
+                scores = self.scores(result, limit, source_pieces[i], prefix_pieces[i])
+                order = range(len(scores)) if own_ranking else np.argsort(-scores, kind="stable")
+                ranked[i] = [(result.hypotheses[j], float(scores[j])) for j in order][: self.n_best]
+        return ranked
 
-    def best(self, result):
-        """The hypothesis of a CTranslate2 `result` with the best GNMT score.
+    def limit(self, source_length, prefix_length=0):
+        """Most target tokens for a source of `source_length` pieces (EOS not counted),
+        at least a prefix of `prefix_length` pieces and EOS, at most `max_length`."""
+        a, b = self.length_options.max_length_a, self.length_options.max_length_b
+        b = self.max_length if b is None else b
+        limit = max(math.floor(a * (source_length + 1) + b), prefix_length + 1)
+        return max(1, min(self.max_length, limit))
 
-        CTranslate2 scores a hypothesis log P / |Y| ** alpha, |Y| counting its
-        EOS as the package counts it.
+    def scores(self, result, limit, source, prefix):
+        """The GNMT score, log P / ((5 + |Y|) / 6) ** alpha, of each hypothesis of a
+        CTranslate2 `result` of `source` from `prefix` (lists of pieces): float64 `(N,)`.
+
+        CTranslate2 scores a hypothesis log P / |Y| ** alpha (alpha 0 for
+        greedy), |Y| counting its EOS as the package counts it; an output
+        that stops at `limit` tokens has no EOS. It leaves a prefix's tokens
+        out of log P, where the package counts them, so an output with a
+        prefix is scored again whole (`score_batch`), whose softmax, unlike
+        the search's, keeps padding and BOS: such a score is lower by their
+        probability (about 0.01 on a small model).
         """
-        lengths = np.array([len(h) + 1 for h in result.hypotheses], np.float64)  # (N,)
-        log_probs = np.array(result.scores) * lengths**self.alpha  # (N,)
-        scores = log_probs / length_penalty(lengths, self.alpha).numpy()
-        return result.hypotheses[int(np.argmax(scores))]
+        hypotheses = result.hypotheses
+        has_eos = np.array([len(h) < limit for h in hypotheses])  # (N,)
+        lengths = np.array([len(h) for h in hypotheses], np.float64) + has_eos  # (N,)
+        if prefix:
+            scored = self.translator.score_batch([source] * len(hypotheses), hypotheses)
+            log_probs = np.array(
+                [
+                    sum(s.log_probs[: len(s.log_probs) - (not eos)])
+                    for s, eos in zip(scored, has_eos, strict=False)
+                ]
+            )  # (N,) the last is EOS's, which an output cut at its limit does not have
+        else:
+            ct2_alpha = self.alpha if self.beam_size > 1 else 0.0
+            log_probs = np.array(result.scores) * lengths**ct2_alpha  # (N,)
+        return log_probs / length_penalty(lengths, self.alpha).numpy()
 
     def source_pieces(self, sentences):
         """The pieces each of `sentences` `(B,)` is translated from: cut, EOS not yet added."""
@@ -173,7 +221,62 @@ class CTranslate2Translator:
         sentences = check_sentences(sentences)  # (B,)
         if sentences.shape[0] == 0:
             return []
-        targets = self.translate_pieces(self.source_pieces(sentences), max_batch_size)
+        return self.texts(self.translate_pieces(self.source_pieces(sentences), max_batch_size))
+
+    def translate(self, sentences, prefixes=None, constraints=None, max_batch_size=64):
+        """Translations with their scores, optionally from target prefixes, as every
+        engine gives them (`inference.engine`).
+
+        Args:
+            sentences: strings `(B,)`.
+            prefixes: optional strings `(B,)`: each translation starts with
+                its prefix ("" leaves the sentence free).
+            constraints: not taken (an `ArgumentError` says so): CTranslate2
+                has no phrase constraints.
+            max_batch_size: sentences per CTranslate2 batch.
+
+        Returns:
+            Dict with `"translations"`, `str` `(B, n_best)`, `"scores"`,
+            float32 `(B, n_best)`: log P / GNMT length penalty, best first,
+            and `"truncated"`, bool `(B,)`.
+
+        Examples:
+            ```python
+            CTranslate2Translator("ct2_model").translate(["zwei"], prefixes=["the"])
+            ```
+        """
+        refuse_arguments(self, "CTranslate2 has no phrase constraints", constraints=constraints)
+        sentences = check_sentences(sentences)  # (B,)
+        prefix_pieces = None
+        if prefixes is not None:
+            prefixes = check_sentences(prefixes, "prefixes")
+            if prefixes.shape[0] != sentences.shape[0]:
+                raise ArgumentError(
+                    f"Give one prefix per sentence. Received: {sentences.shape[0]} sentences, "
+                    f"{prefixes.shape[0]} prefixes"
+                )
+            ids = self.target_tokenizer.tokenize(prefixes).to_list()
+            too_long = [i for i, row in enumerate(ids) if len(row) > self.max_length]
+            if too_long:
+                raise ArgumentError(
+                    f"Prefix {too_long[0]} has {len(ids[too_long[0]])} tokens, more than a "
+                    f"translation's max_length={self.max_length}."
+                )
+            pieces = self.target_tokenizer.pieces
+            prefix_pieces = [[pieces[i] for i in row] for row in ids]
+        ranked = self.search_pieces(self.source_pieces(sentences), prefix_pieces, max_batch_size)
+        texts = self.texts([pieces for outputs in ranked for pieces, _ in outputs])
+        n = self.n_best
+        return engine_result(
+            [texts[row * n : (row + 1) * n] for row in range(len(ranked))],
+            [[score for _, score in outputs] for outputs in ranked],
+            self.source_policy.tf_truncated(self.source_tokenizer.tokenize(sentences)).numpy(),
+        )
+
+    def texts(self, targets):
+        """The strings of lists of target pieces: a list of `str`."""
+        if not targets:
+            return []
         target_ids = tf.ragged.constant(
             [
                 [self._target_ids.get(p, self.target_tokenizer.unk_id) for p in row]
@@ -182,5 +285,4 @@ class CTranslate2Translator:
             dtype=tf.int32,
             ragged_rank=1,
         )
-        texts = self.target_tokenizer.detokenize(target_ids).numpy()
-        return [t.decode("utf-8") for t in texts]
+        return [t.decode("utf-8") for t in self.target_tokenizer.detokenize(target_ids).numpy()]

@@ -5,7 +5,8 @@
 LiteRT `WHILE` over the step) run inside it, source ids in, target ids out, with
 LiteRT's built-in ops only (no select-TensorFlow ops, no custom ops). Shapes are
 fixed, which LiteRT's memory planner and delegates need: one sentence
-`(1, max_source_length)` in, `(1, max_length)` out. One sentence a call is how a
+`(1, max_source_length)` in, `(1, max_length)` target ids and the output's score
+`(1,)` out. One sentence a call is how a
 device translates; a fixed source length costs a padded encoder pass, so it is
 chosen at export (64 pieces by default, EOS included).
 
@@ -93,8 +94,9 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
     plain = translator.copy(jit_compile=False, max_source_length=max_source_length)
 
     @tf.function(input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")])
-    def search(source_ids):  # (1, S) -> (1, max_length)
-        return {"target_ids": plain.search(source_ids).token_ids[:, 0]}
+    def search(source_ids):  # (1, S) -> (1, max_length), (1,)
+        result = plain.search(source_ids)
+        return {"target_ids": result.token_ids[:, 0], "scores": result.scores[:, 0]}
 
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [search.get_concrete_function()], plain

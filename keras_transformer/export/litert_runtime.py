@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from keras_transformer.constants import BOS_ID, PAD_ID
+from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.litert import (
     EXPORT_KEYS,
@@ -16,6 +16,7 @@ from keras_transformer.export.litert import (
 )
 from keras_transformer.export.options import read_options
 from keras_transformer.inference.checks import refuse_one_string
+from keras_transformer.inference.engine import engine_result, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.text import SourcePolicy
 
@@ -72,7 +73,10 @@ class LiteRTTranslator:
         interpreter.allocate_tensors()
         self._interpreter = interpreter
         self._input = interpreter.get_input_details()[0]["index"]
-        self._output = interpreter.get_output_details()[0]["index"]
+        # The target ids are the integer output; the score the float one, which files
+        # written before it was an output lack.
+        outputs = {o["dtype"]: o["index"] for o in interpreter.get_output_details()}
+        self._output, self._scores = outputs[np.int32], outputs.get(np.float32)
 
     def source_ids(self, sentence):
         """A sentence's ids, cut to `max_source_length` with EOS: int32 `(1, S)`, 0-padded."""
@@ -82,7 +86,8 @@ class LiteRTTranslator:
         return ids
 
     def translate_ids(self, source_ids):
-        """Target ids `(1, max_length)` of source ids `(1, max_source_length)`, 0 after EOS."""
+        """Target ids `(1, max_length)` of source ids `(1, max_source_length)`, 0 after EOS;
+        `score` then holds the output's score."""
         source_ids = np.asarray(source_ids)
         if source_ids.shape != (1, self.max_source_length) or source_ids.dtype.kind not in "iu":
             raise ArgumentError(
@@ -97,18 +102,66 @@ class LiteRTTranslator:
         """Which sentences are longer than `max_source_length` pieces with EOS: list of bool."""
         return [self.source_policy.truncated(len(self.source.encode(s))) for s in sentences]
 
+    @property
+    def score(self):
+        """The score of the last output, log P / length penalty (float)."""
+        if self._scores is None:
+            raise ArgumentError(
+                "This LiteRT file was written without scores; export it again for them."
+            )
+        return float(self._interpreter.get_tensor(self._scores)[0])
+
     def __call__(self, sentences):
         """Translations of a list of strings, one call of the model each."""
+        return [text for text, _ in self._translate_all(sentences)]
+
+    def translate(self, sentences, prefixes=None, constraints=None):
+        """Translations with their scores, as every engine gives them
+        (`inference.engine`): one search per sentence, fixed at export.
+
+        Args:
+            sentences: a list of strings `(B,)`.
+            prefixes, constraints: not taken (an `ArgumentError` names the
+                one given): the file holds one search, without them.
+
+        Returns:
+            Dict with `"translations"`, `str` `(B, 1)`, `"scores"`, float32
+            `(B, 1)`, log P / length penalty, and `"truncated"`, bool `(B,)`.
+
+        Examples:
+            ```python
+            LiteRTTranslator("litert/numbers_de_en").translate(["zwei"])["translations"]
+            # array([['two']], dtype=object)
+            ```
+        """
+        refuse_arguments(
+            self,
+            "the LiteRT file holds one search with its options fixed at export",
+            prefixes=prefixes,
+            constraints=constraints,
+        )
+        pairs = self._translate_all(sentences, scores=True)
+        return engine_result(
+            [[text] for text, _ in pairs],
+            [[score] for _, score in pairs],
+            self.truncated(sentences),
+        )
+
+    def _translate_all(self, sentences, scores=False):
+        """`(text, score or None)` of each of `sentences`, a list of strings."""
         refuse_one_string(sentences)
         others = [s for s in sentences if not isinstance(s, str)]
         if others:
             raise ArgumentError(
                 f"`sentences` must be a list of strings (B,). Received: an item {others[0]!r:.80}"
             )
-        return [self._translate_one(sentence) for sentence in sentences]
+        pairs = []
+        for sentence in sentences:
+            target_ids = self.translate_ids(self.source_ids(sentence))[0]  # (max_length,)
+            pairs.append((self._text(target_ids), self.score if scores else None))
+        return pairs
 
-    def _translate_one(self, sentence):
-        target_ids = self.translate_ids(self.source_ids(sentence))[0]  # (max_length,)
+    def _text(self, target_ids):
         ended = np.flatnonzero(target_ids == self.options["eos_id"])
         ids = target_ids[: ended[0] if len(ended) else len(target_ids)]
-        return self.target.decode([int(i) for i in ids if i not in (PAD_ID, BOS_ID)])
+        return self.target.decode([int(i) for i in ids if i not in (PAD_ID, self.target.bos_id())])

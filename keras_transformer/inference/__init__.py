@@ -2,6 +2,7 @@
 
 from keras_transformer.inference.adapters import HypothesisRows
 from keras_transformer.inference.beam_search import BeamSearch, beam_search
+from keras_transformer.inference.engine import Engine, translations_of
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.greedy import GreedySearch, greedy_search
 from keras_transformer.inference.lines import translate_lines, translate_lines_with_scores
@@ -17,6 +18,7 @@ __all__ = [
     "BeamSearch",
     "DecodeOptions",
     "DecodingResult",
+    "Engine",
     "Ensemble",
     "GreedySearch",
     "HypothesisRows",
@@ -34,4 +36,5 @@ __all__ = [
     "sample",
     "translate_lines",
     "translate_lines_with_scores",
+    "translations_of",
 ]

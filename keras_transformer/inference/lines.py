@@ -1,16 +1,20 @@
 """Translating lists of strings in batches, sorted by length for speed."""
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.engine import translations_of
 
 
 def translate_lines(translator, lines, batch_size=64):
     """Translates a list of strings in batches, sorted by length for speed.
 
     Args:
-        translator: any callable from a `tf.string` batch `(B,)` to one,
-            such as a `Translator` or a loaded SavedModel's `serving_default`.
+        translator: any engine (`inference.engine`: a `Translator`,
+            `LiteRTTranslator`, `CTranslate2Translator`), or any callable from
+            a `tf.string` batch `(B,)` to one, such as a loaded SavedModel's
+            `serving_default`.
         lines: a list of strings.
         batch_size: sentences per call.
 
@@ -26,9 +30,11 @@ def translate_lines(translator, lines, batch_size=64):
     out = [None] * len(lines)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        results = translator(tf.constant([lines[i] for i in chunk])).numpy()
+        batch = [lines[i] for i in chunk]
+        is_engine = hasattr(translator, "translate")  # takes a list of str
+        results = translations_of(translator(batch if is_engine else tf.constant(batch)))
         for i, text in zip(chunk, results, strict=True):
-            out[i] = text.decode("utf-8", errors="replace")
+            out[i] = text
     return out
 
 
@@ -36,7 +42,9 @@ def translate_lines_with_scores(translator, lines, prefixes=None, constraints=No
     """`Translator.translate` over a list of strings in batches sorted by length.
 
     Args:
-        translator: a `Translator`.
+        translator: any engine (`inference.engine`): a `Translator`,
+            `LiteRTTranslator` or `CTranslate2Translator`; one that lacks
+            prefixes or constraints refuses them by name.
         lines: a list of source strings.
         prefixes: optional list of target prefixes, one per line ("" for none).
         constraints: optional list of target phrases per line, each a list
@@ -64,10 +72,9 @@ def translate_lines_with_scores(translator, lines, prefixes=None, constraints=No
         chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
         chunk_constraints = None if constraints is None else [constraints[i] for i in chunk]
         result = translator.translate([lines[i] for i in chunk], chunk_prefixes, chunk_constraints)
-        texts, scores = result["translations"].numpy(), result["scores"].numpy()
+        texts, scores = translations_of(result["translations"]), np.asarray(result["scores"])
         for i, row_texts, row_scores in zip(chunk, texts, scores, strict=True):
             out[i] = [
-                (text.decode("utf-8", errors="replace"), float(score))
-                for text, score in zip(row_texts, row_scores, strict=True)
+                (text, float(score)) for text, score in zip(row_texts, row_scores, strict=True)
             ]
     return out
