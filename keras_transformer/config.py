@@ -27,6 +27,7 @@ import yaml
 from keras_transformer.datasets.splits import CORPUS_KINDS
 from keras_transformer.errors import ConfigError
 from keras_transformer.inference import DecodeOptions
+from keras_transformer.inference.options import OPTION_RULES
 from keras_transformer.layers.positional_encoding import LAYOUTS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
@@ -182,12 +183,19 @@ def optional(rule):
     return Rule((*rule.types, NONE), f"{rule.description} or null", rule.test)
 
 
+def decode_rule(name):
+    """The rule of the decoding option `name`, which `DecodeOptions` checks by
+    (`inference.options.OPTION_RULES`)."""
+    rule = OPTION_RULES[name]
+    types = (rule.kind, NONE) if rule.optional else (rule.kind,)
+    return Rule(types, rule.description, lambda v: rule.problem(v) is None)
+
+
 TEXT = Rule((str,), "a non-empty string", lambda v: v.strip() != "")
 POSITIVE_INT = Rule((int,), "a positive integer", lambda v: v > 0)
 COUNT = Rule((int,), "an integer >= 0", lambda v: v >= 0)
 POSITIVE = Rule((float,), "a number > 0", lambda v: v > 0)
 RATE = Rule((float,), "a number in [0, 1)", lambda v: 0 <= v < 1)
-NUMBER = Rule((float,), "a finite number", math.isfinite)
 NON_NEGATIVE = Rule((float,), "a finite number >= 0", lambda v: 0 <= v < math.inf)
 FLAG = Rule((bool,), "true or false")
 # train.mixed_precision -> the Keras dtype policy it trains under
@@ -260,14 +268,7 @@ RULES = {
         "seed": COUNT,
     },
     "decode": {
-        "beam_size": POSITIVE_INT,
-        "alpha": NUMBER,
-        "max_length": POSITIVE_INT,
-        "max_length_a": NON_NEGATIVE,
-        "max_length_b": optional(Rule((int,), "an integer")),
-        "min_length": COUNT,
-        "no_repeat_ngram_size": COUNT,
-        "patience": optional(Rule((float,), "a number >= 1", lambda v: 1 <= v < math.inf)),
+        **{name: decode_rule(name) for name in DECODE_OPTIONS},
         "batch_size": POSITIVE_INT,
         "shortlist": COUNT,
         "shortlist_per_source": POSITIVE_INT,

@@ -206,8 +206,10 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
 
     assert cli("translate", "--saved-model", tmp_path, "--n-best", 2, "x") == 2
     assert "need --run-dir" in capsys.readouterr().err
-    assert cli("translate", "--run-dir", run, "--sample", "--top-p", 0, "x") == 2
-    assert "error: `top_p` must be in (0, 1]" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # argparse's exit, as for every bad flag
+        cli("translate", "--run-dir", run, "--sample", "--top-p", 0, "x")
+    assert exit_info.value.code == 2
+    assert "argument --top-p: `top_p` must be a number in (0, 1]" in capsys.readouterr().err
     assert cli("translate", "--run-dir", run, "--beam-size", 2, "--n-best", 3, "x") == 2
     assert "`n_best` can be at most `beam_size`" in capsys.readouterr().err
 
@@ -227,7 +229,10 @@ def test_translate_takes_length_options_and_reports_cut_sources(run, capsys, mon
             cli("translate", "--run-dir", run, *bad, "x")
         assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "give a finite number. Received: 'nan'" in err and "give a number >= 1" in err
+    assert "`alpha` must be a finite number. Received: alpha=nan" in err
+    assert (
+        "`min_length` must be an integer >= 0" in err and "`patience` must be a number >= 1" in err
+    )
     assert cli("translate", "--run-dir", run, "--min-length", 30, "x") == 2
     assert "`min_length` counts the tokens before EOS" in capsys.readouterr().err
 
@@ -476,8 +481,8 @@ def test_user_errors_end_with_one_clear_line(args, message, tmp_path, capsys):
 
 
 def test_run_errors_name_the_problem(run, tmp_path, capsys):
-    assert tiny_train(run, "train.epochs=9") == 2
-    assert "train.epochs: 3 -> 9" in capsys.readouterr().err
+    assert tiny_train(run, "train.epochs=9", "model.dff=128") == 2
+    assert "model.dff: 64 -> 128" in capsys.readouterr().err
     assert cli("evaluate", "--run-dir", run, "--checkpoint", "averaged") == 2
     assert "run average first" in capsys.readouterr().err
 

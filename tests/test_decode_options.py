@@ -1,9 +1,14 @@
 """`DecodeOptions`: checked once where built, carried through dicts with a version."""
 
+import argparse
 import json
 
 import pytest
+import yaml
 
+from keras_transformer.cli.parser import parser
+from keras_transformer.config import DECODE_OPTIONS, default_config, set_value
+from keras_transformer.errors import ArgumentError, ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import FORMAT_VERSION
 
@@ -21,8 +26,8 @@ from keras_transformer.inference.options import FORMAT_VERSION
         (dict(max_length_a=-1.0), "`max_length_a` must be a finite number >= 0"),
         (dict(min_length=64), "Received: min_length=64, max_length=64"),
         (dict(no_repeat_ngram_size=-1), "`no_repeat_ngram_size` must be an integer >= 0"),
-        (dict(sample=True, temperature=0.0), "`temperature` must be > 0"),
-        (dict(sample=True, top_p=0.0), "`top_p` must be in (0, 1]"),
+        (dict(sample=True, temperature=0.0), "`temperature` must be a number > 0"),
+        (dict(sample=True, top_p=0.0), "`top_p` must be a number in (0, 1]"),
         (dict(sample=True, top_k=-1), "`top_k` must be an integer >= 0"),
     ],
 )
@@ -65,3 +70,53 @@ def test_a_dict_with_unknown_names_a_newer_format_or_bad_values_is_refused(value
     if "Unknown" in message:
         with pytest.raises(ValueError, match="Unknown decoding option 'beam_width'"):
             DecodeOptions().replace(**values)
+
+
+# Partners that let each option's own range decide (max_length_b below 1 needs a
+# max_length_a; n_best above 1 and the sampling options need sampling).
+PARTNERS = {"max_length_b": {"max_length_a": 1.0}, "n_best": {"sample": True}}
+TEXTS = ["0", "1", "3", "-1", "0.5", "1.5", "1e9", "nan", "inf", "true", "x"]
+
+
+def number(text):
+    """The Python value a text stands for: an int, a float, True, or the text."""
+    for read in (int, float, {"true": True}.__getitem__):
+        try:
+            return read(text)
+        except (KeyError, ValueError):
+            pass
+    return text
+
+
+@pytest.mark.parametrize("name", [n for n in DecodeOptions.names() if n != "sample"])
+def test_the_options_type_the_config_and_the_command_line_take_the_same_values(name):
+    """One rule per option: what `DecodeOptions`, a config's `decode` section and a
+    command-line flag accept, each where the option can be given there."""
+    partners = PARTNERS.get(name, {"sample": True})
+    flags = {
+        action.dest: action
+        for sub in parser()._subparsers._group_actions[0].choices.values()
+        for action in sub._actions
+    }
+    for text in TEXTS:
+        value = number(text)
+        accepted = {}
+        try:
+            DecodeOptions(**{name: value, **partners})
+            accepted["DecodeOptions"] = True
+        except ArgumentError:
+            accepted["DecodeOptions"] = False
+        if name in DECODE_OPTIONS:
+            config = default_config()
+            try:
+                set_value(config, f"decode.{name}", yaml.safe_load(text))  # as --set reads it
+                accepted["config"] = True
+            except ConfigError:
+                accepted["config"] = False
+        if name in flags and flags[name].type is not None and name != "beam_size":
+            try:
+                flags[name].type(text)
+                accepted["command line"] = True
+            except argparse.ArgumentTypeError:
+                accepted["command line"] = False
+        assert len(set(accepted.values())) == 1, (text, value, accepted)

@@ -719,8 +719,8 @@ def test_searches_reject_bad_arguments():
         greedy_search(model, np.ones((2, 3), "int32"), BOS, EOS, prefix_ids=np.ones(2))
 
     for bad, message in [
-        ({"temperature": 0.0}, "`temperature` must be > 0"),
-        ({"top_p": 0.0}, r"`top_p` must be in \(0, 1\]"),
+        ({"temperature": 0.0}, "`temperature` must be a number > 0"),
+        ({"top_p": 0.0}, r"`top_p` must be a number in \(0, 1\]"),
         ({"top_k": -1}, "`top_k` must be an integer >= 0"),
     ]:
         with pytest.raises(ValueError, match=message):

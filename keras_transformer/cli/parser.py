@@ -1,7 +1,6 @@
 """The arguments of `keras-transformer` and their checks."""
 
 import argparse
-import math
 
 from keras_transformer.cli.commands import (
     run_average,
@@ -11,9 +10,20 @@ from keras_transformer.cli.commands import (
     run_train,
     run_translate,
 )
+from keras_transformer.errors import ArgumentError
 from keras_transformer.export.saved_model import SAVED_MODELS_DIR
+from keras_transformer.inference.options import OPTION_RULES, DecodeOptions
 
 DESCRIPTION = "train, evaluate, translate, export and average from a terminal"
+# The `DecodeOptions` fields that evaluate, translate and export take as flags.
+DECODE_FLAGS = (
+    "alpha",
+    "max_length_a",
+    "max_length_b",
+    "min_length",
+    "no_repeat_ngram_size",
+    "patience",
+)
 
 
 def parser():
@@ -96,10 +106,10 @@ def add_translate(commands):
     translate.add_argument(
         "--sample", action="store_true", help="draw translations at random instead of searching"
     )
-    translate.add_argument("--temperature", type=float, default=1.0, help="with --sample")
-    translate.add_argument("--top-k", type=int, default=0, help="with --sample (0: all)")
-    translate.add_argument("--top-p", type=float, default=1.0, help="with --sample (1: all)")
-    translate.add_argument("--seed", type=int, default=0, help="with --sample")
+    defaults = DecodeOptions()
+    for name in ("temperature", "top_k", "top_p", "seed"):
+        decode_option(translate, name, f"(default: {getattr(defaults, name)})")
+        translate.set_defaults(**{name: getattr(defaults, name)})
     translate.set_defaults(command=run_translate)
 
 
@@ -187,38 +197,29 @@ def decode_arguments(p, several_beams=False):
         p.add_argument(
             "--beam-size", type=beam_sizes_one, help="1 for greedy (default: decode.beam_size)"
         )
-    p.add_argument("--alpha", type=finite_float, help="length penalty (default: decode.alpha)")
-    p.add_argument(
-        "--max-length-a",
-        type=finite_float,
-        help="outputs have at most A * source tokens + B tokens (default: decode.max_length_a)",
-    )
-    p.add_argument(
-        "--max-length-b", type=int, help="B of --max-length-a (default: decode.max_length_b)"
-    )
-    p.add_argument(
-        "--min-length",
-        type=count,
-        help="fewest tokens before the end of an output (default: decode.min_length)",
-    )
-    p.add_argument(
-        "--no-repeat-ngram-size",
-        type=count,
-        help="no n-gram of this size twice in an output; 0: allowed "
-        "(default: decode.no_repeat_ngram_size)",
-    )
-    p.add_argument(
-        "--patience",
-        type=at_least_one,
-        help="end a sentence's beam search once PATIENCE * beam size hypotheses have ended, "
-        "not only when its output is certain (default: decode.patience)",
-    )
+    for name in DECODE_FLAGS:
+        decode_option(p, name, f"(default: decode.{name})")
     p.add_argument(
         "--shortlist",
         type=count,
         help="decode each batch over this many target pieces of the run's lexical shortlist; "
         "0: the whole vocabulary (default: decode.shortlist)",
     )
+
+
+def decode_option(p, name, default_help):
+    """Adds `--name` for the `DecodeOptions` field `name`, parsed and checked by its
+    rule (`inference.options.OPTION_RULES`), as the options' type and the config check it."""
+    rule = OPTION_RULES[name]
+
+    def parse(text):
+        try:
+            return rule.parse(name, text)
+        except ArgumentError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    parse.__name__ = name  # argparse's name for the value in its messages
+    p.add_argument(f"--{name.replace('_', '-')}", type=parse, help=f"{rule.help} {default_help}")
 
 
 def beam_sizes(text):
@@ -232,25 +233,6 @@ def beam_sizes(text):
             f"beam sizes are positive integers separated by commas, e.g. 1,4. Received: {text!r}"
         )
     return sizes
-
-
-def finite_float(text):
-    """A finite number argument (not nan or inf)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"give a finite number. Received: {text!r}")
-    return value
-
-
-def at_least_one(text):
-    """A finite number argument >= 1."""
-    value = finite_float(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"give a number >= 1. Received: {text!r}")
-    return value
 
 
 def count(text):

@@ -12,11 +12,100 @@ from typing import NamedTuple
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
-from keras_transformer.validation import check_at_least, check_positive_int
 
 # The version of the dict `DecodeOptions.to_dict` writes; a dict without one was
 # written before the type existed, and its missing fields take their defaults.
 FORMAT_VERSION = 1
+
+
+class OptionRule(NamedTuple):
+    """What one decoding option may be, checked the same way wherever it is given:
+    `DecodeOptions`, the run configuration's `decode` section and the command line.
+
+    Attributes:
+        kind: `int`, `float` (an integer is a float too) or `bool`.
+        description: what a value must be, to follow "must be" in a message.
+        test: True for a value of `kind` in range.
+        optional: whether None is a value.
+        help: the option's description on the command line.
+    """
+
+    kind: type
+    description: str
+    test: object
+    optional: bool = False
+    help: str = ""
+
+    def problem(self, value):
+        """What `value` must be instead (a phrase), or None if it is a value of the rule."""
+        if value is None and self.optional:
+            return None
+        kinds = {bool: (bool,), int: (numbers.Integral,), float: (numbers.Real,)}[self.kind]
+        is_bool = isinstance(value, bool)
+        if is_bool is not (self.kind is bool) or not isinstance(value, kinds):
+            return self.description + (" or None" if self.optional else "")
+        return None if self.test(value) else self.description
+
+    def check(self, name, value):
+        """Raises an `ArgumentError` naming `name` unless `value` is a value of the rule."""
+        problem = self.problem(value)
+        if problem is not None:
+            raise ArgumentError(f"`{name}` must be {problem}. Received: {name}={value!r}")
+
+    def parse(self, name, text):
+        """The value of the command-line text `text`, checked; an `ArgumentError`
+        naming `name` if it is not one."""
+        words = {"true": True, "false": False}
+        try:
+            value = words[text.lower()] if self.kind is bool else self.kind(text.strip())
+        except (KeyError, ValueError):
+            raise ArgumentError(
+                f"`{name}` must be {self.description}. Received: {text!r}"
+            ) from None
+        self.check(name, value)
+        return value
+
+
+OPTION_RULES = {
+    "beam_size": OptionRule(int, "a positive integer", lambda v: v > 0, help="1 for greedy"),
+    "alpha": OptionRule(float, "a finite number", math.isfinite, help="length penalty"),
+    "max_length": OptionRule(int, "a positive integer", lambda v: v > 0),
+    "max_source_length": OptionRule(int, "a positive integer", lambda v: v > 0),
+    "n_best": OptionRule(int, "a positive integer", lambda v: v > 0),
+    "patience": OptionRule(
+        float,
+        "a number >= 1",
+        lambda v: 1 <= v < math.inf,
+        optional=True,
+        help="end a sentence's beam search once PATIENCE * beam size hypotheses have ended, "
+        "not only when its output is certain",
+    ),
+    "max_length_a": OptionRule(
+        float,
+        "a finite number >= 0",
+        lambda v: 0 <= v < math.inf,
+        help="outputs have at most A * source tokens + B tokens",
+    ),
+    "max_length_b": OptionRule(
+        int, "an integer", lambda v: True, optional=True, help="B of --max-length-a"
+    ),
+    "min_length": OptionRule(
+        int, "an integer >= 0", lambda v: v >= 0, help="fewest tokens before the end of an output"
+    ),
+    "no_repeat_ngram_size": OptionRule(
+        int,
+        "an integer >= 0",
+        lambda v: v >= 0,
+        help="no n-gram of this size twice in an output; 0: allowed",
+    ),
+    "sample": OptionRule(bool, "true or false", lambda v: True),
+    "temperature": OptionRule(
+        float, "a number > 0", lambda v: 0 < v < math.inf, help="with --sample"
+    ),
+    "top_k": OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample (0: all)"),
+    "top_p": OptionRule(float, "a number in (0, 1]", lambda v: 0 < v <= 1, help="with --sample"),
+    "seed": OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,13 +160,10 @@ class DecodeOptions:
     seed: int = 0
 
     def __post_init__(self):
-        check_beam_options(self.max_length, self.beam_size, self.alpha, None, self.patience)
-        check_positive_int("max_source_length", self.max_source_length)
-        check_positive_int("n_best", self.n_best)
+        for name, rule in OPTION_RULES.items():
+            rule.check(name, getattr(self, name))
         check_length_options(self.length_options, self.max_length)
-        if self.sample:
-            check_sampling(self.temperature, self.top_k, self.top_p)
-        elif self.n_best > self.beam_size:
+        if not self.sample and self.n_best > self.beam_size:
             raise ArgumentError(
                 "`n_best` can be at most `beam_size` (or use `sample=True`). "
                 f"Received: n_best={self.n_best}, beam_size={self.beam_size}"
@@ -166,19 +252,14 @@ def lengths_of(length_options):
 def check_length_options(options, max_length):
     """`options` as `LengthOptions`, or an `ArgumentError` naming the first one out of range."""
     options = LengthOptions() if options is None else LengthOptions(*options)
+    for name, value in options._asdict().items():
+        OPTION_RULES[name].check(name, value)
     a, b = options.max_length_a, options.max_length_b
-    if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a < float("inf"):
-        raise ArgumentError(f"`max_length_a` must be a finite number >= 0. Received: {a!r}")
-    not_an_integer = isinstance(b, bool) or not isinstance(b, numbers.Integral)
-    if b is not None and (not_an_integer or b < 1 and a == 0):
+    if b is not None and b < 1 and a == 0:
         raise ArgumentError(
             "`max_length_b` must be an integer (at least 1 when max_length_a is 0), or None "
             f"for max_length. Received: {b!r}"
         )
-    for name in ("min_length", "no_repeat_ngram_size"):
-        value = getattr(options, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-            raise ArgumentError(f"`{name}` must be an integer >= 0. Received: {value!r}")
     if options.min_length >= max_length:
         raise ArgumentError(
             "`min_length` counts the tokens before EOS, so it must be below max_length. "
@@ -189,13 +270,11 @@ def check_length_options(options, max_length):
 
 def check_beam_options(max_length, beam_size, alpha, n_best, patience=None):
     """Raises an `ArgumentError` naming the first of beam search's options out of range."""
-    check_positive_int("max_length", max_length)
-    check_positive_int("beam_size", beam_size)
-    check_alpha(alpha)
-    if patience is not None:
-        check_at_least("patience", patience, 1)
+    for name, value in [("max_length", max_length), ("beam_size", beam_size), ("alpha", alpha)]:
+        OPTION_RULES[name].check(name, value)
+    OPTION_RULES["patience"].check("patience", patience)
     if n_best is not None:
-        check_positive_int("n_best", n_best)
+        OPTION_RULES["n_best"].check("n_best", n_best)
         if n_best > beam_size:
             raise ArgumentError(
                 f"`n_best` can be at most `beam_size`. Received: n_best={n_best}, "
@@ -205,15 +284,10 @@ def check_beam_options(max_length, beam_size, alpha, n_best, patience=None):
 
 def check_alpha(alpha):
     """Raises an `ArgumentError` unless the length penalty's `alpha` is a finite number."""
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha):
-        raise ArgumentError(f"`alpha` must be a finite number. Received: alpha={alpha!r}")
+    OPTION_RULES["alpha"].check("alpha", alpha)
 
 
 def check_sampling(temperature, top_k, top_p):
-    """Raises a `ValueError` naming the first sampling option out of range."""
-    if not temperature > 0:
-        raise ArgumentError(f"`temperature` must be > 0. Received: temperature={temperature}")
-    if not 0 < top_p <= 1:
-        raise ArgumentError(f"`top_p` must be in (0, 1]. Received: top_p={top_p}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise ArgumentError(f"`top_k` must be an integer >= 0. Received: top_k={top_k!r}")
+    """Raises an `ArgumentError` naming the first sampling option out of range."""
+    for name, value in [("temperature", temperature), ("top_p", top_p), ("top_k", top_k)]:
+        OPTION_RULES[name].check(name, value)
