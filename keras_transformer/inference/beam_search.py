@@ -17,7 +17,6 @@ from keras_transformer.inference.checks import (
 )
 from keras_transformer.inference.constraints import (
     beams_with_phrases,
-    phrase_lengths,
     progress_of,
     reorder,
     start,
@@ -310,14 +309,9 @@ class BeamSearch:
             parents = tf.gather(top_beam, best, batch_dims=1)
         else:
             top = (top_logp, top_beam, top_token)
-            lengths = phrase_lengths(rules.phrase_ids)  # (B*k, C)
+            progress = progress_of(phrases, rules.phrase_lengths)
             alive_logp, parents, token = beams_with_phrases(
-                log_probs,
-                s.alive_logp,
-                top,
-                rules.phrase_ids,
-                progress_of(phrases, lengths),
-                eos_id,
+                log_probs, s.alive_logp, top, rules, progress
             )  # (B, k) each
             alive = write_step(
                 take(s.alive, parents),
@@ -326,7 +320,9 @@ class BeamSearch:
                 axis=2,
             )
             rows = tf.reshape(parents + tf.range(batch)[:, None] * k, [-1])  # (B*k,) parents' rows
-            phrases = reorder(phrases, rows, rules.phrase_ids, lengths, tf.reshape(token, [-1]))
+            phrases = reorder(
+                phrases, rows, rules.phrase_ids, rules.phrase_lengths, tf.reshape(token, [-1])
+            )
         cache = model.reorder_cache(cache, parents)
 
         # 3. Done: the best live hypothesis cannot beat the N-th best finished one

@@ -277,7 +277,7 @@ def allocate(logp, met_tokens, total, k):
     return tf.gather(chosen, best_first, batch_dims=1)
 
 
-def beams_with_phrases(log_probs, alive_logp, top, phrase_ids, state, eos_id):
+def beams_with_phrases(log_probs, alive_logp, top, rules, state):
     """The k hypotheses of each sentence that live on, in a search with phrases to meet.
 
     The candidates are the search's best extensions `top` and, for each live
@@ -289,15 +289,16 @@ def beams_with_phrases(log_probs, alive_logp, top, phrase_ids, state, eos_id):
         log_probs: float32 `(B*k, V)`, the step's log-probabilities after the rules.
         alive_logp: float32 `(B, k)`, log P of the live hypotheses.
         top: `(logp, beam, token)`, each `(B, M)`: the best extensions.
-        phrase_ids: int32 `(B*k, C, T)`, each hypothesis' phrases.
-        state: the hypotheses' `Progress` with them.
-        eos_id: id that ends a hypothesis.
+        rules: the search's `Rules`, with each hypothesis' phrases
+            (`phrase_ids` `(B*k, C, T)`, `phrase_lengths` `(B*k, C)`) and the
+            id that ends a hypothesis.
+        state: the hypotheses' `Progress` with their phrases.
 
     Returns:
         `(logp, beam, token)`, each `(B, k)`, best first.
     """
     batch, k = tf.shape(alive_logp)[0], alive_logp.shape[1]
-    lengths = phrase_lengths(phrase_ids)
+    phrase_ids, lengths, eos_id = rules.phrase_ids, rules.phrase_lengths, rules.eos_id
     upcoming, _ = next_tokens(phrase_ids, lengths, state)  # (B*k, C), -1 for none
     phrase_logp = tf.gather(log_probs, tf.maximum(upcoming, 0), batch_dims=1)  # (B*k, C)
     phrase_logp = tf.where(upcoming >= 0, tf.reshape(alive_logp, [-1, 1]) + phrase_logp, MINUS_INF)

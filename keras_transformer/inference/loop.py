@@ -33,7 +33,7 @@ from keras_transformer.inference.checks import (
     check_prefix_ids,
     check_source_ids,
 )
-from keras_transformer.inference.constraints import advance, phrase_lengths, start
+from keras_transformer.inference.constraints import advance, start
 from keras_transformer.inference.probabilities import log_softmax_without_pad_and_bos
 from keras_transformer.inference.rules import apply_rules, make_rules
 from keras_transformer.models.step import Step, StepModel
@@ -144,7 +144,7 @@ def token_by_token(
         new = {"tokens": token, "attention": attention}
         phrases = s.phrases
         if rules.phrase_ids is not None:
-            phrases = advance(phrases, rules.phrase_ids, phrase_lengths(rules.phrase_ids), token)
+            phrases = advance(phrases, rules.phrase_ids, rules.phrase_lengths, token)
         return TokenState(
             step=s.step + 1,
             token=token,

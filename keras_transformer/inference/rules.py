@@ -51,6 +51,8 @@ class Rules(NamedTuple):
             sentence (greedy, sampling): a row with unmet phrases takes the
             next token of the phrase furthest along where EOS is its most
             likely token, and goes on with a phrase once started.
+        phrase_lengths: int32 `(N, C)`, the tokens of each phrase of
+            `phrase_ids` (counted once, read at every step), or None.
     """
 
     prefix_ids: object
@@ -62,6 +64,7 @@ class Rules(NamedTuple):
     phrase_ids: object = None
     continues_word: object = None
     eager_phrases: bool = False
+    phrase_lengths: object = None
 
 
 def is_empty_source(source_ids, eos_id):
@@ -131,6 +134,7 @@ def make_rules(
         constraint_ids,
         None if constraint_ids is None else check_continues_word(target.continues_word),
         eager_phrases,
+        None if constraint_ids is None else phrase_lengths(constraint_ids),
     )
 
 
@@ -158,7 +162,7 @@ def apply_rules(log_probs, step, rules, tokens=None, phrases=None):
         restricted = tf.where(early_eos, MINUS_INF, restricted)
     way_out = rules.eos_id  # for a row that the rules leave without a token
     if rules.phrase_ids is not None:
-        lengths = phrase_lengths(rules.phrase_ids)
+        lengths = rules.phrase_lengths
         progress = progress_of(phrases, lengths)
         before_phrases = restricted
         if rules.continues_word is not None:
