@@ -1,18 +1,19 @@
 """CTranslate2 against the package on a trained run: same outputs, BLEU, speed.
 
 Exports the run with `keras_transformer.export.export_ctranslate2` in float32
-and int8, then decodes one split four ways, greedily: the package's
-`Translator` (XLA, as `evaluate` runs it), CTranslate2 float32, CTranslate2
-int8, and the package's beam search for scale. Prints, per engine, cased
-sacreBLEU against the references, the share of sentences whose output is
-identical to the package's greedy output, and sentences/s (the whole split,
-64 sentences a batch, tokenization included, after one warm-up batch).
+and int8, then decodes one split: greedily with the package's `Translator`
+(XLA, as `evaluate` runs it), CTranslate2 float32 and CTranslate2 int8; and
+with the run's beam search, in the package and in a CTranslate2 float32 export
+of it read with the defaults (`CTranslate2Translator(directory)`: the
+package's ranking and patience). Prints, per engine, cased sacreBLEU against
+the references, the share of sentences whose output is identical to the
+package's output of the same search, and sentences/s (the whole split, 64
+sentences a batch, tokenization included, after one warm-up batch).
 
     python benchmarks/ctranslate2_run.py --run-dir runs/numbers_de_en [--split test]
 
-The last line is JSON: `package_greedy_bleu`, `ct2_float32_bleu`,
-`ct2_int8_bleu`, `ct2_float32_same` and `ct2_int8_same` (shares of sentences
-equal to the package's greedy output), and `*_sent_s` for every engine.
+The last line is JSON: `*_bleu`, `*_same` (the share of sentences equal to the
+package's output of the same search) and `*_sent_s` for every engine.
 """
 
 import argparse
@@ -69,16 +70,18 @@ def main():
             engine = CTranslate2Translator(directory, beam_size=1, intra_threads=args.threads)
             name = f"ct2_{weights}"
             outputs[name], rates[name] = timed(lambda s, e=engine: e(s, BATCH), sources)
+        directory = export_ctranslate2(beam, os.path.join(folder, "beam"))
+        engine = CTranslate2Translator(directory, intra_threads=args.threads)
+        outputs["ct2_beam"], rates["ct2_beam"] = timed(lambda s: engine(s, BATCH), sources)
 
     result = {"split": split, "sentences": len(sources), "beam_size": beam.beam_size}
     print(f"{split}: {len(sources)} sentences; beam {beam.beam_size}; CT2 {args.threads} thread(s)")
-    print(f"{'engine':16s} {'BLEU':>6s} {'same as greedy':>15s} {'sentences/s':>12s}")
+    print(f"{'engine':16s} {'BLEU':>6s} {'same as package':>16s} {'sentences/s':>12s}")
     for name, texts in outputs.items():
         bleu = sacrebleu.corpus_bleu(texts, [references]).score
-        same = float(
-            np.mean([a == b for a, b in zip(texts, outputs["package_greedy"], strict=True)])
-        )
-        print(f"{name:16s} {bleu:6.2f} {same:15.2%} {rates[name]:12.1f}")
+        package = outputs["package_beam" if "beam" in name else "package_greedy"]
+        same = float(np.mean([a == b for a, b in zip(texts, package, strict=True)]))
+        print(f"{name:16s} {bleu:6.2f} {same:16.2%} {rates[name]:12.1f}")
         result[f"{name}_bleu"] = round(bleu, 2)
         result[f"{name}_same"] = round(same, 4)
         result[f"{name}_sent_s"] = round(rates[name], 2)

@@ -195,6 +195,18 @@ def _set_cross_attention(attention_spec, attention):
     output.weight, output.bias = _projections(attention, ("output",))
 
 
+def vmap_lines(shortlist, source_tokenizer, target_tokenizer):
+    """An `inference.Shortlist` as CTranslate2's vocabulary map: one line per source
+    piece, `piece<TAB>candidates`, and a first line with no piece for every batch's."""
+    source_pieces, target_pieces = source_tokenizer.pieces, target_tokenizer.pieces
+    lines = ["\t" + " ".join(target_pieces[i] for i in shortlist.always_ids)]
+    for piece, row in enumerate(shortlist.candidates[: len(source_pieces)]):
+        listed = [target_pieces[i] for i in row if i != target_tokenizer.pad_id]
+        if listed and piece not in (source_tokenizer.pad_id, source_tokenizer.bos_id):
+            lines.append(f"{source_pieces[piece]}\t{' '.join(listed)}")
+    return lines
+
+
 def write_spec(spec, directory, quantization=None, vmap=None):
     """Writes a filled spec with CTranslate2's converter, which validates and quantizes it.
 
@@ -202,7 +214,7 @@ def write_spec(spec, directory, quantization=None, vmap=None):
         spec: e.g. from `ctranslate2_spec`.
         directory: the model directory to write (overwritten if it exists).
         quantization: None (float32) or one of `QUANTIZATIONS`.
-        vmap: optional path of a vocabulary map (`Shortlist.vmap_lines`),
+        vmap: optional path of a vocabulary map (`vmap_lines`),
             copied into the model for `translate_batch(use_vmap=True)`.
 
     Returns:
@@ -271,8 +283,8 @@ def export_ctranslate2(translator, directory, quantization=None):
     )  # the converter empties staging
     try:
         if translator.shortlist is not None:
-            lines = translator.shortlist.vmap_lines(
-                translator.source_tokenizer.pieces, translator.target_tokenizer.pieces
+            lines = vmap_lines(
+                translator.shortlist, translator.source_tokenizer, translator.target_tokenizer
             )
             with open(vmap, "w", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")

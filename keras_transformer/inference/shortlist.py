@@ -177,16 +177,10 @@ class Shortlist:
         listed = set(self.candidates[np.asarray(source_ids)].ravel().tolist())
         return len((listed | set(np.flatnonzero(self._always).tolist())) - {PAD_ID})
 
-    def vmap_lines(self, source_pieces, target_pieces):
-        """The shortlist as CTranslate2's vocabulary map: one line per source piece,
-        `piece<TAB>candidates`, and a first line with no piece for every batch's."""
-        always = " ".join(target_pieces[i] for i in np.flatnonzero(self._always))
-        lines = [f"\t{always}"]
-        for piece, row in enumerate(self.candidates[: len(source_pieces)]):
-            listed = [target_pieces[i] for i in row if i != PAD_ID]
-            if listed and piece not in (PAD_ID, BOS_ID):
-                lines.append(f"{source_pieces[piece]}\t{' '.join(listed)}")
-        return lines
+    @property
+    def always_ids(self):
+        """The target pieces of every batch's union: int `(n,)`."""
+        return np.flatnonzero(self._always)
 
 
 class Shortlisted(StepWrapper):
