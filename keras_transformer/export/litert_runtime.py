@@ -112,8 +112,9 @@ class LiteRTTranslator:
         return float(self._interpreter.get_tensor(self._scores)[0])
 
     def __call__(self, sentences):
-        """Translations of a list of strings, one call of the model each."""
-        return [text for text, _ in self._translate_all(sentences)]
+        """Translations of strings `(B,)` (`strings`), one call of the model each: a list
+        of `str`."""
+        return [text for text, _ in self._translate_all(self.strings(sentences))]
 
     def translate(self, sentences, prefixes=None, constraints=None):
         """Translations with their scores, as every engine gives them
@@ -140,6 +141,7 @@ class LiteRTTranslator:
             prefixes=prefixes,
             constraints=constraints,
         )
+        sentences = self.strings(sentences)
         pairs = self._translate_all(sentences, scores=True)
         return engine_result(
             [[text] for text, _ in pairs],
@@ -147,14 +149,24 @@ class LiteRTTranslator:
             self.truncated(sentences),
         )
 
-    def _translate_all(self, sentences, scores=False):
-        """`(text, score or None)` of each of `sentences`, a list of strings."""
+    @staticmethod
+    def strings(sentences):
+        """`sentences` `(B,)`, given as a list or an array or tensor of strings, as a list of
+        `str` (bytes read as UTF-8), or an `ArgumentError` naming what is not a string."""
         refuse_one_string(sentences)
-        others = [s for s in sentences if not isinstance(s, str)]
+        if not isinstance(sentences, (list, tuple)):
+            sentences = np.asarray(sentences, dtype=object).reshape(-1).tolist()
+        others = [s for s in sentences if not isinstance(s, (str, bytes))]
         if others:
             raise ArgumentError(
                 f"`sentences` must be a list of strings (B,). Received: an item {others[0]!r:.80}"
             )
+        return [
+            s.decode("utf-8", errors="replace") if isinstance(s, bytes) else s for s in sentences
+        ]
+
+    def _translate_all(self, sentences, scores=False):
+        """`(text, score or None)` of each of `sentences`, a list of `str`."""
         pairs = []
         for sentence in sentences:
             target_ids = self.translate_ids(self.source_ids(sentence))[0]  # (max_length,)

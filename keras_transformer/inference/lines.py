@@ -30,9 +30,7 @@ def translate_lines(translator, lines, batch_size=64):
     out = [None] * len(lines)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        batch = [lines[i] for i in chunk]
-        is_engine = hasattr(translator, "translate")  # takes a list of str
-        results = translations_of(translator(batch if is_engine else tf.constant(batch)))
+        results = translations_of(translator(tf.constant([lines[i] for i in chunk])))
         for i, text in zip(chunk, results, strict=True):
             out[i] = text
     return out
