@@ -148,8 +148,8 @@ class CTranslate2Translator:
             else:
                 empty.append(index)
         if empty:  # the output is EOS at once, as in the package's search: score it
-            results = self.translator.score_batch([[]] * len(empty), [[]] * len(empty))
-            score = sum(results[0].log_probs) / float(length_penalty(1.0, self.alpha))
+            (result,) = self.translator.score_batch([[]], [[]])  # the same for every one
+            score = sum(result.log_probs) / float(length_penalty(1.0, self.alpha))
             for index in empty:
                 ranked[index] = [([], score)] + [([], -math.inf)] * (self.n_best - 1)
         own_ranking = self.beam_size == 1 or self.ranking == "ctranslate2"
@@ -203,7 +203,7 @@ class CTranslate2Translator:
             log_probs = np.array(
                 [
                     sum(s.log_probs[: len(s.log_probs) - (not eos)])
-                    for s, eos in zip(scored, has_eos, strict=False)
+                    for s, eos in zip(scored, has_eos, strict=True)
                 ]
             )  # (N,) the last is EOS's, which an output cut at its limit does not have
         else:
