@@ -11,6 +11,7 @@ import keras_transformer as kt
 from keras_transformer import run
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.text import SentencePieceTokenizer
 
@@ -156,6 +157,28 @@ def test_ctranslate2_takes_the_exported_length_options(tiny_translation, tmp_pat
     ]
     assert len(bound) >= 10  # sentences the options change
     assert np.mean([ours[i] == theirs[i] for i in bound]) >= 0.9, bound
+
+    # CTranslate2 takes the forbidden tokens away before its softmax, the package after
+    # it, so their beams part on many sentences of a barely trained model (it searches
+    # with raised probabilities); every ended hypothesis is scored again, and the score
+    # given is the package's score of the output, which the referee computes.
+    beam = translator.copy(beam_size=4, alpha=1.0)
+    engine = CTranslate2Translator(export_ctranslate2(beam, tmp_path / "beam"))
+    outputs = [pieces for (pieces, _), *_ in engine.search_pieces(engine.source_pieces(sources))]
+    target_ids = np.zeros((len(sources), beam.max_length + 1), np.int32)
+    for row, pieces in enumerate(outputs):
+        ids = [tokenizer.pieces.index(p) for p in pieces] + [tokenizer.eos_id]
+        target_ids[row, : len(ids)] = ids
+    referee = score_outputs(
+        model, beam.source_ids(sources), target_ids, tokenizer.bos_id, tokenizer.eos_id, 1.0
+    )["score"]
+    given = engine.translate(sources)
+    np.testing.assert_allclose(given["scores"][:, 0], referee, atol=1e-2)  # padding and BOS
+    same = (
+        kt.inference.translations_of(beam.translate(sources)["translations"])[:, 0]
+        == (given["translations"][:, 0])
+    )
+    assert same.mean() >= 0.7, np.flatnonzero(~same)
 
     limited = translator.copy(min_length=0, max_length_a=1.0, max_length_b=-1)
     cut = CTranslate2Translator(export_ctranslate2(limited, tmp_path / "limited"))

@@ -47,11 +47,16 @@ class CTranslate2Translator:
     that limit where the package's search ends it with EOS, so outputs that
     reach it can differ.
 
-    Beam search ranks its hypotheses as the package does by default: the
-    beam's `beam_size` ended hypotheses come back with their log-probabilities,
-    and the one with the best GNMT score, log P / ((5 + |Y|) / 6) ** alpha,
-    is the translation. `ranking="ctranslate2"` keeps CTranslate2's own
-    ranking, log P / |Y| ** alpha, which favours other lengths.
+    Beam search ranks its hypotheses as the package does by default: every
+    hypothesis that ended (`beam_size * patience` of them) comes back with its
+    log-probability, and the one with the best GNMT score,
+    log P / ((5 + |Y|) / 6) ** alpha, is the translation. CTranslate2 takes
+    the tokens that `no_repeat_ngram_size` and `min_length` forbid away
+    before its softmax, so the probabilities it searches with are raised by
+    theirs; with either option the hypotheses are scored again without it
+    (`score_batch`), as the package scores them. `ranking="ctranslate2"`
+    keeps CTranslate2's own ranking, log P / |Y| ** alpha, which favours
+    other lengths.
 
     Args:
         directory: a directory written by `export_ctranslate2`.
@@ -98,6 +103,8 @@ class CTranslate2Translator:
         self.patience = patience
         self.ranking = ranking
         self.beam_size = options.beam_size if beam_size is None else beam_size
+        # CTranslate2's search ends when this many hypotheses have ended: all are ranked.
+        self.ended_hypotheses = round(self.beam_size * patience)
         self.n_best = min(options.n_best, self.beam_size)
         self.alpha = options.alpha if alpha is None else alpha
         self.max_length = options.max_length
@@ -159,7 +166,9 @@ class CTranslate2Translator:
                 target_prefix=[prefix_pieces[i] or None for i in indices],
                 beam_size=self.beam_size,
                 length_penalty=self.alpha if self.beam_size > 1 else 0.0,
-                num_hypotheses=self.n_best if own_ranking else self.beam_size,
+                num_hypotheses=self.n_best
+                if own_ranking
+                else round(self.beam_size * self.patience),
                 return_scores=True,
                 patience=self.patience,
                 max_decoding_length=limit,
@@ -169,10 +178,16 @@ class CTranslate2Translator:
                 suppress_sequences=self._never_generated,
                 use_vmap=self.use_vmap,
             )
-            for i, result in zip(indices, results, strict=True):
-                scores = self.scores(result, limit, source_pieces[i], prefix_pieces[i])
-                order = range(len(scores)) if own_ranking else np.argsort(-scores, kind="stable")
-                ranked[i] = [(result.hypotheses[j], float(scores[j])) for j in order][: self.n_best]
+            scores = self.scores(
+                results,
+                limit,
+                [source_pieces[i] for i in indices],
+                [prefix_pieces[i] for i in indices],
+                max_batch_size,
+            )
+            for i, result, score in zip(indices, results, scores, strict=True):
+                order = range(len(score)) if own_ranking else np.argsort(-score, kind="stable")
+                ranked[i] = [(result.hypotheses[j], float(score[j])) for j in order][: self.n_best]
         return ranked
 
     def limit(self, source_length, prefix_length=0):
@@ -183,33 +198,66 @@ class CTranslate2Translator:
         limit = max(math.floor(a * (source_length + 1) + b), prefix_length + 1)
         return max(1, min(self.max_length, limit))
 
-    def scores(self, result, limit, source, prefix):
-        """The GNMT score, log P / ((5 + |Y|) / 6) ** alpha, of each hypothesis of a
-        CTranslate2 `result` of `source` from `prefix` (lists of pieces): float64 `(N,)`.
+    def scores(self, results, limit, sources, prefixes, max_batch_size=64):
+        """The GNMT score, log P / ((5 + |Y|) / 6) ** alpha, of each hypothesis of
+        CTranslate2's `results` of `sources` from `prefixes` (lists of pieces): a
+        float64 `(N,)` array per result, -inf for a hypothesis that cannot be
+        among the `n_best`.
 
         CTranslate2 scores a hypothesis log P / |Y| ** alpha (alpha 0 for
         greedy), |Y| counting its EOS as the package counts it; an output
-        that stops at `limit` tokens has no EOS. It leaves a prefix's tokens
-        out of log P, where the package counts them, so an output with a
-        prefix is scored again whole (`score_batch`), whose softmax, unlike
-        the search's, keeps padding and BOS: such a score is lower by their
-        probability (about 0.01 on a small model).
+        that stops at `limit` tokens has no EOS. Its log P can be higher than
+        the package's: it leaves a prefix's tokens out, and it raises every
+        token's probability by that of the tokens `no_repeat_ngram_size` and
+        `min_length` forbid (taken away before its softmax, where the package
+        takes them away after it). Such hypotheses are scored again whole
+        (`score_batch`): all of an output with a prefix; without one, the
+        `n_best` whose CTranslate2 score is highest, then, one at a time,
+        the one whose CTranslate2 score (a bound of the package's) is highest
+        while that bound could still place it among the `n_best`. `score_batch`'s
+        softmax, unlike the search's, keeps padding and BOS: a score found
+        so is lower by their probability (about 0.01 on a small model).
         """
-        hypotheses = result.hypotheses
-        has_eos = np.array([len(h) < limit for h in hypotheses])  # (N,)
-        lengths = np.array([len(h) for h in hypotheses], np.float64) + has_eos  # (N,)
-        if prefix:
-            scored = self.translator.score_batch([source] * len(hypotheses), hypotheses)
-            log_probs = np.array(
-                [
-                    sum(s.log_probs[: len(s.log_probs) - (not eos)])
-                    for s, eos in zip(scored, has_eos, strict=True)
-                ]
-            )  # (N,) the last is EOS's, which an output cut at its limit does not have
-        else:
-            ct2_alpha = self.alpha if self.beam_size > 1 else 0.0
-            log_probs = np.array(result.scores) * lengths**ct2_alpha  # (N,)
-        return log_probs / length_penalty(lengths, self.alpha).numpy()
+        ct2_alpha = self.alpha if self.beam_size > 1 else 0.0
+        penalties, has_eos, scores = [], [], []
+        for result in results:
+            eos = np.array([len(h) < limit for h in result.hypotheses])  # (N,)
+            length = np.array([len(h) for h in result.hypotheses], np.float64) + eos  # (N,)
+            penalty = length_penalty(length, self.alpha).numpy()
+            penalties.append(penalty)
+            has_eos.append(eos)
+            scores.append(np.array(result.scores) * length**ct2_alpha / penalty)  # (N,)
+        renormalized = self.length_options.no_repeat_ngram_size or self.length_options.min_length
+        exact = [
+            np.full(len(s), not (prefix or renormalized))
+            for s, prefix in zip(scores, prefixes, strict=True)
+        ]
+
+        def score_again(picks):  # [(result, hypothesis)]
+            scored = self.translator.score_batch(
+                [sources[r] for r, _ in picks],
+                [results[r].hypotheses[j] for r, j in picks],
+                max_batch_size=max_batch_size,
+            )
+            for (r, j), s in zip(picks, scored, strict=True):
+                log_p = sum(s.log_probs[: len(s.log_probs) - (not has_eos[r][j])])  # EOS's is last
+                scores[r][j] = log_p / penalties[r][j]
+                exact[r][j] = True
+
+        picks = [
+            (r, j)
+            for r, (s, prefix) in enumerate(zip(scores, prefixes, strict=True))
+            for j in (range(len(s)) if prefix else np.argsort(-s, kind="stable")[: self.n_best])
+            if not exact[r][j]
+        ]
+        while picks:  # then, per sentence not settled, the hypothesis whose bound is highest
+            score_again(picks)
+            picks = [
+                (r, int(np.argmax(np.where(known, -math.inf, s))))
+                for r, (s, known) in enumerate(zip(scores, exact, strict=True))
+                if not settled(s, known, self.n_best)
+            ]
+        return [np.where(known, s, -math.inf) for s, known in zip(scores, exact, strict=True)]
 
     def source_pieces(self, sentences):
         """The pieces each of `sentences` `(B,)` is translated from: cut, EOS not yet added."""
@@ -286,3 +334,13 @@ class CTranslate2Translator:
             ragged_rank=1,
         )
         return [t.decode("utf-8") for t in self.target_tokenizer.detokenize(target_ids).numpy()]
+
+
+def settled(scores, exact, n):
+    """Whether the `n` best of a sentence's hypotheses are known: `scores` `(N,)`
+    holds package scores where `exact` `(N,)` is True and upper bounds of them
+    elsewhere, and none of the bounds beats the `n`-th best exact score."""
+    known = np.sort(scores[exact])[::-1]  # best first
+    if exact.all():
+        return True
+    return len(known) >= n and known[n - 1] >= scores[~exact].max()
