@@ -166,9 +166,7 @@ class CTranslate2Translator:
                 target_prefix=[prefix_pieces[i] or None for i in indices],
                 beam_size=self.beam_size,
                 length_penalty=self.alpha if self.beam_size > 1 else 0.0,
-                num_hypotheses=self.n_best
-                if own_ranking
-                else round(self.beam_size * self.patience),
+                num_hypotheses=self.n_best if own_ranking else self.ended_hypotheses,
                 return_scores=True,
                 patience=self.patience,
                 max_decoding_length=limit,
