@@ -77,12 +77,16 @@ def test_a_batch_keeps_its_union_then_the_most_frequent_pieces():
     assert kept == always | set(ranked[: 12 - len(always)])
 
 
-@pytest.mark.parametrize("shared", [None, "all"], ids=["output_layer", "tied"])
+@pytest.mark.parametrize(
+    "shared", [[None], ["all"], [None, "all"]], ids=["output_layer", "tied", "ensemble"]
+)
 def test_shortlisted_logits_are_the_model_logits_at_the_listed_pieces(shared):
-    model = kt.Transformer(2, 16, 2, 32, V, V, shared_embeddings=shared)
+    models = [kt.Transformer(2, 16, 2, 32, V, V, shared_embeddings=s) for s in shared]
     shortlist = Shortlist.build(*random_pairs(), V, V, per_source=3, frequent=4, size=20)
     source_ids = np.random.default_rng(1).integers(4, V, (3, 7)).astype("int32")
-    model((source_ids, source_ids))
+    for model in models:
+        model((source_ids, source_ids))
+    model = models[0] if len(models) == 1 else kt.inference.Ensemble(models)
     steps = {}
     for name, decoded in [("full", model), ("short", Shortlisted(model, shortlist))]:
         state = decoded.encode(source_ids)
@@ -169,9 +173,8 @@ def test_shortlists_refuse_what_they_cannot_decode(tmp_path):
     shortlist = Shortlist.build(*random_pairs(), V, V, size=20)
     with pytest.raises(ValueError, match="shortlist has 60 target pieces, the model 70"):
         Shortlisted(kt.Transformer(1, 8, 2, 8, 70, 70), shortlist)
-    ensemble = kt.inference.Ensemble([kt.Transformer(1, 8, 2, 8, V, V) for _ in range(2)])
-    with pytest.raises(ValueError, match="decodes a Transformer; received Ensemble"):
-        Shortlisted(ensemble, shortlist)
+    with pytest.raises(ValueError, match="restricts its vocabulary.*HypothesisRows does not"):
+        Shortlisted(kt.inference.HypothesisRows(kt.Transformer(1, 8, 2, 8, V, V)), shortlist)
     with pytest.raises(ValueError, match="size"):
         Shortlist(shortlist.candidates, shortlist.frequency, frequent=4, size=0)
     with pytest.raises(ValueError, match="shapes"):

@@ -48,6 +48,7 @@ class Ensemble(tf.Module, StepModel):
         self.decoders = [as_step_model(model) for model in models]
         self.input_vocab_size, self.target_vocab_size = sizes.pop()
         self.grows_cache = all(decoder.grows_cache for decoder in self.decoders)
+        self.restricts_vocabulary = all(d.restricts_vocabulary for d in self.decoders)
 
     def encode(self, source_ids):
         """Each model's decoding state, a tuple in the order of `models`."""
@@ -81,6 +82,17 @@ class Ensemble(tf.Module, StepModel):
         return tuple(
             decoder.grow_cache(own, max_length)
             for decoder, own in zip(self.decoders, cache, strict=True)
+        )
+
+    def restrict_vocabulary(self, state, ids):
+        """Each model's state restricted to the pieces `ids` (`Transformer.restrict_vocabulary`).
+
+        The mean of the models' logits at the listed pieces is their mean
+        logits there, so a shortlisted ensemble scores as the ensemble does.
+        """
+        return tuple(
+            decoder.restrict_vocabulary(own, ids)
+            for decoder, own in zip(self.decoders, state, strict=True)
         )
 
     def reorder_cache(self, cache, beams):

@@ -23,8 +23,7 @@ import tensorflow as tf
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.probabilities import MINUS_INF
-from keras_transformer.models.step import Step, StepWrapper
-from keras_transformer.models.transformer import Transformer
+from keras_transformer.models.step import Step, StepModel, StepWrapper
 from keras_transformer.validation import check_positive_int
 
 ALWAYS = (UNK_ID, EOS_ID)  # candidates of every batch
@@ -184,13 +183,15 @@ class Shortlist:
 
 
 class Shortlisted(StepWrapper):
-    """A `Transformer` decoded over its batch's shortlist: the other pieces get logit -inf.
+    """A model decoded over its batch's shortlist: the other pieces get logit -inf.
 
     Every search decodes through it as through the model itself; the
-    logits it returns are the model's at the listed pieces.
+    logits it returns are the model's at the listed pieces. Any `StepModel`
+    whose `restricts_vocabulary` is True can be shortlisted: a
+    `keras_transformer.Transformer`, or an `inference.Ensemble` of them.
 
     Args:
-        model: a `keras_transformer.Transformer`.
+        model: a `models.StepModel` that restricts its vocabulary.
         shortlist: a `Shortlist` of the model's vocabularies.
 
     Examples:
@@ -199,10 +200,13 @@ class Shortlisted(StepWrapper):
         ```
     """
 
+    restricts_vocabulary = False  # its logits span the vocabulary again
+
     def __init__(self, model, shortlist):
-        if not isinstance(model, Transformer):
+        if not (isinstance(model, StepModel) and model.restricts_vocabulary):
             raise ArgumentError(
-                f"A shortlist decodes a Transformer; received {type(model).__name__}"
+                f"A shortlist decodes a model that restricts its vocabulary "
+                f"(`restricts_vocabulary`); {type(model).__name__} does not"
             )
         if shortlist.target_vocab_size != model.target_vocab_size:
             raise ArgumentError(
@@ -214,27 +218,19 @@ class Shortlisted(StepWrapper):
 
     def encode(self, source_ids):
         ids = self.shortlist.vocab_ids(source_ids)  # (n,)
-        kernel, bias = self.model.output_weights(ids)  # (n, D), (n,)
         n, vocab = tf.shape(ids)[0], self.model.target_vocab_size
         # Column of each vocabulary piece in the shortlisted logits; n: the -inf column.
         column = tf.tensor_scatter_nd_update(tf.fill([vocab], n), ids[:, None], tf.range(n))
-        return {
-            "model": self.model.encode(source_ids),
-            "kernel": kernel,
-            "bias": bias,
-            "column": column,
-        }
+        state = self.model.restrict_vocabulary(self.model.encode(source_ids), ids)
+        return {"model": state, "column": column}
 
     def initial_cache(self, state, max_length, beam_size=1):
         return self.model.initial_cache(state["model"], max_length, beam_size)
 
     def decode_step(self, token_ids, step, cache, state, attention_layer=None):
-        x, cache, attention = self.model.decode_hidden(
+        logits, cache, attention = self.model.decode_step(
             token_ids, step, cache, state["model"], attention_layer
-        )  # (B*k, D)
-        kernel = tf.cast(state["kernel"], x.dtype)
-        logits = tf.matmul(x, kernel, transpose_b=True) + tf.cast(state["bias"], x.dtype)
-        logits = tf.cast(logits, tf.float32)  # (B*k, n)
+        )  # (B*k, n)
         unlisted = tf.fill([tf.shape(logits)[0], 1], MINUS_INF)
         logits = tf.gather(tf.concat([logits, unlisted], axis=1), state["column"], axis=1)
         return Step(logits, cache, attention)  # (B*k, V)

@@ -9,6 +9,7 @@ model:
     logits, cache, attention = model.decode_step(tokens, step, cache, state)   # per step
     cache = model.reorder_cache(cache, beams)   # beam search: j goes on from beams[:, j]
     cache = model.grow_cache(cache, longer)     # only where `grows_cache` is True
+    state = model.restrict_vocabulary(state, ids)   # only where `restricts_vocabulary`
 
 `Transformer` and `inference.Ensemble` derive from `StepModel`. Any other
 object with `encode`, `initial_cache(state, max_length)` and `decode_step`
@@ -40,7 +41,9 @@ class StepModel:
 
     Subclasses implement the five methods; `grows_cache` says whether
     `grow_cache` may be called (a search then starts with a short cache and
-    grows it with the output, `inference.loop.cache_lengths`).
+    grows it with the output, `inference.loop.cache_lengths`), and
+    `restricts_vocabulary` whether `restrict_vocabulary` may (a lexical
+    shortlist, `inference.Shortlisted`, decodes through it).
 
     The shapes: B sentences, k hypotheses per sentence, L cache positions,
     V target vocabulary, S source length. `state` and `cache` are nests of
@@ -57,6 +60,7 @@ class StepModel:
     """
 
     grows_cache = False
+    restricts_vocabulary = False
 
     def encode(self, source_ids):
         """The decoding state of source ids `(B, S)`, computed once per batch."""
@@ -78,12 +82,23 @@ class StepModel:
         """The cache with room for `max_length` positions; only if `grows_cache`."""
         raise NotImplementedError(f"{type(self).__name__} has a cache of fixed length")
 
+    def restrict_vocabulary(self, state, ids):
+        """The state under which `decode_step` scores only the target pieces `ids` `(n,)`.
+
+        Its logits are then `(B * k, n)`: column j is the logit of piece
+        `ids[j]`, the value the whole vocabulary's logits have there. Only
+        if `restricts_vocabulary`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} decodes over its whole vocabulary")
+
 
 class StepWrapper(StepModel):
     """A `StepModel` that forwards each method to the `StepModel` it wraps.
 
     Subclasses override the methods they change; a class attribute
-    `grows_cache = False` keeps the searches to one cache of `max_length`.
+    `grows_cache = False` keeps the searches to one cache of `max_length`,
+    and `restricts_vocabulary = False` refuses shortlists (for a wrapper
+    whose `decode_step` needs the whole vocabulary's logits).
 
     Args:
         model: the `StepModel` to forward to.
@@ -95,6 +110,10 @@ class StepWrapper(StepModel):
     @property
     def grows_cache(self):
         return self.model.grows_cache
+
+    @property
+    def restricts_vocabulary(self):
+        return self.model.restricts_vocabulary
 
     @property
     def input_vocab_size(self):
@@ -118,3 +137,6 @@ class StepWrapper(StepModel):
 
     def grow_cache(self, cache, max_length):
         return self.model.grow_cache(cache, max_length)
+
+    def restrict_vocabulary(self, state, ids):
+        return self.model.restrict_vocabulary(state, ids)

@@ -218,6 +218,7 @@ class Transformer(PackedTraining, keras.Model, StepModel):
     # searches of `keras_transformer.inference` decode through.
 
     grows_cache = True
+    restricts_vocabulary = True
 
     def encode(self, source_ids):
         """Runs the encoder once and prepares what every decoding step reads.
@@ -296,9 +297,10 @@ class Transformer(PackedTraining, keras.Model, StepModel):
                 too (an alignment of this position to the source).
 
         Returns:
-            A `Step`: logits `(B * k, V)` float32, the cache with position
-            `step` written, and with `attention_layer` the weights
-            `(B * k, S)` float32 (else None).
+            A `Step`: logits `(B * k, V)` float32 (`(B * k, n)` under a
+            `restrict_vocabulary` state), the cache with position `step`
+            written, and with `attention_layer` the weights `(B * k, S)`
+            float32 (else None).
 
         Examples:
             ```python
@@ -308,8 +310,35 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             ```
         """
         x, cache, attention = self.decode_hidden(token_ids, step, cache, state, attention_layer)
-        logits = ops.cast(self.output_logits(x[:, None])[:, 0], "float32")  # (B * k, V)
-        return Step(logits, cache, attention)
+        if "output" in state:  # from restrict_vocabulary: the listed pieces' rows alone
+            kernel, bias = (ops.cast(w, x.dtype) for w in state["output"])  # (n, D), (n,)
+            logits = ops.matmul(x, ops.transpose(kernel)) + bias  # (B * k, n)
+        else:
+            logits = self.output_logits(x[:, None])[:, 0]  # (B * k, V)
+        return Step(ops.cast(logits, "float32"), cache, attention)
+
+    def restrict_vocabulary(self, state, ids):
+        """The state under which `decode_step` scores only the target pieces `ids`.
+
+        Each step then projects onto the `n` listed rows of the pre-softmax
+        projection instead of all `V` (a lexical shortlist's saving).
+
+        Args:
+            state: the dict from `encode`.
+            ids: int `(n,)`, target pieces.
+
+        Returns:
+            The state with the projection's rows for `ids` (`output_weights`):
+            `decode_step` then gives logits `(B * k, n)`, column j the logit
+            of `ids[j]`.
+
+        Examples:
+            ```python
+            state = model.restrict_vocabulary(model.encode(source_ids), ids)
+            logits, cache, _ = model.decode_step(tokens, 0, cache, state)  # (B * k, n)
+            ```
+        """
+        return {**state, "output": self.output_weights(ids)}
 
     def decode_hidden(self, token_ids, step, cache, state, attention_layer=None):
         """`decode_step` before the pre-softmax projection.
