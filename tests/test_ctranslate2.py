@@ -280,3 +280,6 @@ def test_ctranslate2_translate_gives_the_translators_outputs_scores_and_prefixes
         engine.translate(sources[:1], constraints=[["zwei"]])
     with pytest.raises(ArgumentError, match="Give one prefix per sentence"):
         engine.translate(sources[:2], prefixes=["zwei"])
+    long_prefix = " ".join(["two"] * (engine.max_length + 1))
+    with pytest.raises(ArgumentError, match=r"Prefix 1 has \d+ tokens.*max_length="):
+        engine.translate(sources[:2], prefixes=["", long_prefix])

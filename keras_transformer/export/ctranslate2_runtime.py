@@ -12,7 +12,6 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.errors import ArgumentError
 from keras_transformer.export.ctranslate2 import (
     DECODE_FILE,
     SOURCE_TOKENIZER,
@@ -20,7 +19,7 @@ from keras_transformer.export.ctranslate2 import (
     _ctranslate2,
 )
 from keras_transformer.export.options import read_options
-from keras_transformer.inference.checks import check_sentences
+from keras_transformer.inference.checks import check_prefix_lengths, check_sentences
 from keras_transformer.inference.engine import engine_result, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
@@ -296,18 +295,8 @@ class CTranslate2Translator:
         prefix_pieces = None
         if prefixes is not None:
             prefixes = check_sentences(prefixes, "prefixes")
-            if prefixes.shape[0] != sentences.shape[0]:
-                raise ArgumentError(
-                    f"Give one prefix per sentence. Received: {sentences.shape[0]} sentences, "
-                    f"{prefixes.shape[0]} prefixes"
-                )
             ids = self.target_tokenizer.tokenize(prefixes).to_list()
-            too_long = [i for i, row in enumerate(ids) if len(row) > self.max_length]
-            if too_long:
-                raise ArgumentError(
-                    f"Prefix {too_long[0]} has {len(ids[too_long[0]])} tokens, more than a "
-                    f"translation's max_length={self.max_length}."
-                )
+            check_prefix_lengths(sentences.shape[0], [len(row) for row in ids], self.max_length)
             pieces = self.target_tokenizer.pieces
             prefix_pieces = [[pieces[i] for i in row] for row in ids]
         ranked = self.search_pieces(self.source_pieces(sentences), prefix_pieces, max_batch_size)

@@ -1,5 +1,6 @@
 """Checks of the tensors every search takes, with errors that name the argument."""
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
@@ -73,6 +74,34 @@ def check_prefix_ids(prefix_ids, batch):
     prefix_ids = integer_ids(prefix_ids, "prefix_ids", ["batch", "prefix_length"])
     prefix_ids = tf.ensure_shape(tf.cast(prefix_ids, tf.int32), [batch, None])
     return tf.pad(prefix_ids, [[0, 0], [0, 1]], constant_values=PAD_ID)
+
+
+def check_prefix_lengths(sentence_count, lengths, max_length):
+    """An `ArgumentError` unless there is one prefix per sentence, none over `max_length`.
+
+    Args:
+        sentence_count: how many sentences the prefixes go with.
+        lengths: int `(B,)`, each prefix's length in target tokens.
+        max_length: the most tokens a translation has.
+
+    Examples:
+        ```python
+        check_prefix_lengths(2, [1, 3], max_length=8)  # passes
+        check_prefix_lengths(2, [1, 9], max_length=8)  # ArgumentError: prefix 1 has 9 tokens
+        ```
+    """
+    lengths = np.asarray(lengths)
+    if sentence_count != len(lengths):
+        raise ArgumentError(
+            f"Give one prefix per sentence. Received: {sentence_count} sentences, "
+            f"{len(lengths)} prefixes"
+        )
+    if (lengths > max_length).any():
+        row = int(np.argmax(lengths > max_length))
+        raise ArgumentError(
+            f"Prefix {row} has {lengths[row]} tokens, more than a translation's "
+            f"max_length={max_length}. Shorten the prefix or raise max_length."
+        )
 
 
 def check_constraint_ids(constraint_ids, batch):

@@ -1,11 +1,10 @@
 """`Translator`: strings in, strings out, with the tokenizers and the search in one graph."""
 
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.checks import check_sentences
+from keras_transformer.inference.checks import check_prefix_lengths, check_sentences
 from keras_transformer.inference.constraints import check_fit
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.result import DecodingResult, TargetSide
@@ -273,19 +272,8 @@ class Translator(tf.Module):
         """Eagerly, one prefix per sentence, none over `max_length`; in a graph, nothing."""
         sentence_count = tf.get_static_value(tf.size(sentences))
         lengths = tf.get_static_value(prefix_lengths)
-        if lengths is None:
-            return
-        if sentence_count is not None and sentence_count != len(lengths):
-            raise ArgumentError(
-                f"Give one prefix per sentence. Received: {sentence_count} sentences, "
-                f"{len(lengths)} prefixes"
-            )
-        if (lengths > self.max_length).any():
-            row = int(np.argmax(lengths > self.max_length))
-            raise ArgumentError(
-                f"Prefix {row} has {lengths[row]} tokens, more than a translation's "
-                f"max_length={self.max_length}. Shorten the prefix or raise max_length."
-            )
+        if lengths is not None and sentence_count is not None:
+            check_prefix_lengths(sentence_count, lengths, self.max_length)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
     def translate_ids(self, source_ids):
