@@ -78,6 +78,26 @@ def test_wordpiece_pieces_are_its_vocabulary_in_id_order(wordpiece):
     assert wordpiece.pieces[:4] == ["[PAD]", "[UNK]", "[START]", "[END]"]
 
 
+def test_wordpiece_reads_its_special_ids_from_the_vocabulary(wordpiece):
+    vocab = wordpiece.pieces
+    moved = [vocab[0], *vocab[4:10], vocab[2], vocab[1], *vocab[10:], vocab[3]]
+    renumbered = WordPieceTokenizer(moved)
+    where = {piece: i for i, piece in enumerate(moved)}
+    assert renumbered.special_ids == {"pad": 0, "unk": 8, "bos": 7, "eos": len(moved) - 1}
+    text = ["the cat likes the tree.", "", "the \u2603 cat"]
+    ids = wordpiece.tokenize(text).to_list()
+    expected = [[where[vocab[i]] for i in row] for row in ids]
+    assert renumbered.tokenize(text).to_list() == expected
+    dense = [[renumbered.bos_id, *expected[0], renumbered.eos_id, *expected[2]]]
+    assert renumbered.detokenize(tf.constant(dense)).numpy().tolist() == [
+        b"the cat likes the tree ."
+    ]
+    with pytest.raises(ValueError, match=r"must hold .*\[PAD\]\" first.*missing \['\[END\]'\]"):
+        WordPieceTokenizer([p for p in vocab if p != "[END]"])
+    with pytest.raises(ValueError, match=r"with \"\[PAD\]\" first"):
+        WordPieceTokenizer(vocab[1:] + vocab[:1])
+
+
 def test_wordpiece_splits_punctuation_and_lower_cases(wordpiece):
     ids = wordpiece.tokenize(["The CAT likes the tree."])
     assert wordpiece.detokenize(ids).numpy().tolist() == [b"the cat likes the tree ."]

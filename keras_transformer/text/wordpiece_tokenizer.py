@@ -20,8 +20,10 @@ class WordPieceTokenizer(Tokenizer):
     Words the vocabulary cannot spell map to `unk_id` ("[UNK]").
 
     Args:
-        vocab: list of pieces; the first four are "[PAD]", "[UNK]", "[START]",
-            "[END]" (ids 0-3). Suffix pieces start with "##".
+        vocab: list of pieces: "[PAD]" first (id 0), and "[UNK]", "[START]"
+            and "[END]" anywhere (ids 1-3 in the vocabularies `train` makes;
+            `special_ids` reads them from `vocab`). Suffix pieces start
+            with "##".
         lower_case: whether to case-fold text before splitting it.
         name: name of the `tf.Module`.
 
@@ -37,11 +39,14 @@ class WordPieceTokenizer(Tokenizer):
     def __init__(self, vocab, lower_case=True, name=None):
         super().__init__(name=name)
         vocab = list(vocab)
-        if tuple(vocab[: len(RESERVED_TOKENS)]) != RESERVED_TOKENS:
+        missing = [token for token in RESERVED_TOKENS if token not in vocab]
+        if missing or vocab[0] != "[PAD]":
             raise ArgumentError(
-                f"`vocab` must start with {list(RESERVED_TOKENS)}. Received: vocab[:4]={vocab[:4]}"
+                f'`vocab` must hold {list(RESERVED_TOKENS)}, with "[PAD]" first (id 0 is '
+                f"padding). Received: vocab[:4]={vocab[:4]}, missing {missing}"
             )
         self.vocab = vocab
+        self.unk_id, self.bos_id, self.eos_id = (vocab.index(t) for t in RESERVED_TOKENS[1:])
         self.lower_case = lower_case
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=vocab,
