@@ -365,9 +365,9 @@ def with_each_beams_best(log_probs, alive_logp, logp, beam, token, may_end, phra
     """
     batch, k = tf.shape(alive_logp)[0], alive_logp.shape[1]
     has_phrases = tf.reshape(tf.reduce_any(phrase_ids != 0, axis=[1, 2]), [batch, k])
-    own_logp, own_token = tf.math.top_k(log_probs, 1)  # (B*k, 1)
-    own_logp = alive_logp + tf.reshape(own_logp, [batch, k])
-    own_token = tf.reshape(own_token, [batch, k])
+    # (a max and an argmax: XLA's top_k of 1 sorts, ~3x their time at V = 8000)
+    own_logp = alive_logp + tf.reshape(tf.reduce_max(log_probs, axis=-1), [batch, k])
+    own_token = tf.reshape(tf.argmax(log_probs, axis=-1, output_type=tf.int32), [batch, k])
     own_beam = tf.tile(tf.range(k)[None, :], [batch, 1])
     listed = (beam[:, None, :] == own_beam[:, :, None]) & (
         token[:, None, :] == own_token[:, :, None]

@@ -298,9 +298,10 @@ class Translator(tf.Module):
             constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases
                 (`constraint_ids`).
 
-        Sources are padded to a power of two (at least 8) in length, and with
-        XLA the batch to a power of two, so that a new input size does not
-        cost a new compilation; the result holds the B rows given.
+        Sources are padded to a power of two (at least 8) in length, phrases
+        to a power of two in number (at least 2) and in tokens (at least 4),
+        and with XLA the batch to a power of two, so that a new input size
+        does not cost a new compilation; the result holds the B rows given.
 
         Examples:
             ```python
@@ -325,14 +326,14 @@ class Translator(tf.Module):
             )
             if prefix_ids is not None:
                 prefix_ids = pad_columns(prefix_ids, next_power_of_two(tf.shape(prefix_ids)[1]))
-            if constraint_ids is not None:
+            if constraint_ids is not None:  # at least 2 phrases of 4 tokens: fewer shapes
                 shape = tf.shape(constraint_ids)
                 constraint_ids = tf.pad(
                     constraint_ids,
                     [
                         [0, 0],
-                        [0, next_power_of_two(shape[1]) - shape[1]],
-                        [0, next_power_of_two(shape[2]) - shape[2]],
+                        [0, next_power_of_two(tf.maximum(shape[1], 2)) - shape[1]],
+                        [0, next_power_of_two(tf.maximum(shape[2], 4)) - shape[2]],
                     ],
                 )  # (B, C', T')
             if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
