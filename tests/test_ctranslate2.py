@@ -215,8 +215,8 @@ def test_ctranslate2_patience_lets_beam_search_find_the_package_outputs(tiny_tra
     longer live hypothesis can still win. Its patience of 4 keeps searching, and its
     outputs agree with the package's exact search on more sentences than they stop
     agreeing on (67 and 16 of 300 when written). The default ranks the ended hypotheses
-    by the package's GNMT score with a patience of 4, and agrees on most sentences
-    (96.7% on an AVX2 VM)."""
+    by the package's GNMT score among every hypothesis that ended, with a patience of 4,
+    and agrees on nearly every sentence (99.7% on an AVX2 VM)."""
     model, tokenizer = load_tiny_translation(tiny_translation)
     sources = numbers_corpus("test").sources[:300]
     translator = kt.Translator(model, tokenizer, tokenizer, beam_size=4, alpha=1.0)
@@ -231,7 +231,7 @@ def test_ctranslate2_patience_lets_beam_search_find_the_package_outputs(tiny_tra
     default = CTranslate2Translator(directory)
     assert (default.patience, default.ranking) == (4, "package")
     same = np.mean([a == b for a, b in zip(ours, default(sources), strict=True)])
-    assert same >= 0.93 and same >= np.mean(agree[4]), (same, np.mean(agree[4]))
+    assert same >= 0.97 and same >= np.mean(agree[4]), (same, np.mean(agree[4]))
     with pytest.raises(ValueError, match="`ranking` must be one of"):
         CTranslate2Translator(directory, ranking="gnmt")
     with pytest.raises(ValueError, match="patience.*Received: patience=0"):
