@@ -80,7 +80,8 @@ def check_prefix_lengths(sentence_count, lengths, max_length):
     """An `ArgumentError` unless there is one prefix per sentence, none over `max_length`.
 
     Args:
-        sentence_count: how many sentences the prefixes go with.
+        sentence_count: how many sentences the prefixes go with, or None when
+            that is not known yet (the lengths are still checked).
         lengths: int `(B,)`, each prefix's length in target tokens.
         max_length: the most tokens a translation has.
 
@@ -91,7 +92,7 @@ def check_prefix_lengths(sentence_count, lengths, max_length):
         ```
     """
     lengths = np.asarray(lengths)
-    if sentence_count != len(lengths):
+    if sentence_count is not None and sentence_count != len(lengths):
         raise ArgumentError(
             f"Give one prefix per sentence. Received: {sentence_count} sentences, "
             f"{len(lengths)} prefixes"

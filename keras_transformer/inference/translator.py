@@ -272,7 +272,7 @@ class Translator(tf.Module):
         """Eagerly, one prefix per sentence, none over `max_length`; in a graph, nothing."""
         sentence_count = tf.get_static_value(tf.size(sentences))
         lengths = tf.get_static_value(prefix_lengths)
-        if lengths is not None and sentence_count is not None:
+        if lengths is not None:
             check_prefix_lengths(sentence_count, lengths, self.max_length)
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
