@@ -77,10 +77,10 @@ def run_evaluate(args):
 
 
 def run_translate(args):
-    from keras_transformer.datasets import read_lines
+    from keras_transformer.files import read_lines
     from keras_transformer.inference import translate_lines, translate_lines_with_scores
 
-    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    sentences = input_sentences(args.sentences)
     extras = args.n_best or args.prefix or args.constraints or args.sample
     if args.saved_model or args.litert:
         given = [value for value in decoding_options(args).values() if value is not None]
@@ -132,6 +132,16 @@ def run_translate(args):
             print(hypotheses[0][0])
 
 
+def input_sentences(arguments):
+    """The sentences given as arguments, or else the lines of standard input, read as
+    UTF-8 (an `ArgumentError` names a line or argument that is not)."""
+    from keras_transformer.files import decode_lines, text_items
+
+    if arguments:
+        return text_items(arguments)
+    return decode_lines(sys.stdin.buffer, "standard input")
+
+
 def report_truncated(translator, sentences, batch_size=256):
     """Says on stderr which `sentences` are too long for the translator and are cut.
 
@@ -156,7 +166,7 @@ def report_truncated(translator, sentences, batch_size=256):
 
 def run_score(args):
     from keras_transformer import run
-    from keras_transformer.datasets import read_lines
+    from keras_transformer.files import read_lines
 
     sources, targets = read_lines(args.source), read_lines(args.target)
     if len(sources) != len(targets):

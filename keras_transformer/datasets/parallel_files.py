@@ -1,35 +1,9 @@
 """Line-aligned parallel text files, plain or gzip, such as Multi30k's `{split}.{lang}.gz`."""
 
-import gzip
-import os
-
 from keras_transformer.datasets.corpus import ParallelCorpus
 from keras_transformer.datasets.streaming import split_file_pairs
 from keras_transformer.errors import ArgumentError
-
-
-def read_lines(path):
-    """Lines of a UTF-8 text file (plain or `.gz`), without their line ends.
-
-    Raises:
-        FileNotFoundError: if `path` does not exist.
-        ValueError: if a line is not UTF-8; the message names the file and line.
-    """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Text file not found: {path!r}")
-    opener = gzip.open if path.endswith(".gz") else open
-    lines = []
-    with opener(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise ArgumentError(
-                    f"{path!r} is not UTF-8: line {number} has an invalid byte at "
-                    f"position {error.start}: {raw[:80]!r}"
-                ) from None
-            lines.append(line.rstrip("\r\n"))
-    return lines
+from keras_transformer.files import read_lines
 
 
 def load_parallel_files(source_path, target_path):

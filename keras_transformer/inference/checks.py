@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.files import text_items
 
 
 def integer_ids(ids, name, axes):
@@ -30,7 +31,9 @@ def refuse_one_string(sentences, name="sentences"):
 def check_sentences(sentences, name="sentences"):
     """`sentences` as a `tf.string` tensor `(B,)`, or an `ArgumentError` naming what it is.
 
-    A rank that is not known (a graph traced without shapes) passes.
+    A rank that is not known (a graph traced without shapes) passes. A list
+    whose item is not UTF-8 text is refused (`files.text_items`); in a
+    tensor, such bytes become U+FFFD (`as_utf8`).
 
     Examples:
         ```python
@@ -39,6 +42,10 @@ def check_sentences(sentences, name="sentences"):
         ```
     """
     refuse_one_string(sentences, name)
+    if isinstance(sentences, (list, tuple)) and all(
+        isinstance(item, (str, bytes)) for item in sentences
+    ):
+        sentences = text_items(sentences, name)
     if isinstance(sentences, (tf.Tensor, tf.Variable)) and sentences.dtype != tf.string:
         raise ArgumentError(
             f"`{name}` must be strings (tf.string). Received: dtype={sentences.dtype.name}"
@@ -53,7 +60,19 @@ def check_sentences(sentences, name="sentences"):
         raise ArgumentError(
             f"`{name}` must be a list of strings (B,). Received: shape {sentences.shape}"
         )
-    return sentences
+    return as_utf8(sentences)
+
+
+def as_utf8(sentences):
+    """`sentences`, a `tf.string` tensor, with each byte that is not UTF-8 replaced by
+    U+FFFD, the replacement character (which tokenizes as the unknown piece).
+
+    A tensor's items are repaired rather than refused because a served graph
+    (TF Serving batches requests together) must not fail every request of
+    a batch for one; lists of Python strings are refused item by item
+    (`files.text_items`).
+    """
+    return tf.strings.unicode_transcode(sentences, "UTF-8", "UTF-8", errors="replace")
 
 
 def check_source_ids(source_ids):

@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.files import text_items
 from keras_transformer.inference.engine import translations_of
 
 
@@ -15,7 +16,8 @@ def translate_lines(translator, lines, batch_size=64):
             `LiteRTTranslator`, `CTranslate2Translator`), or any callable from
             a `tf.string` batch `(B,)` to one, such as a loaded SavedModel's
             `serving_default`.
-        lines: a list of strings.
+        lines: a list of strings (an `ArgumentError` names one that is not
+            UTF-8 text).
         batch_size: sentences per call.
 
     Returns:
@@ -26,6 +28,7 @@ def translate_lines(translator, lines, batch_size=64):
         translate_lines(translator, ["einundzwanzig", "zwei"])  # ['twenty-one', 'two']
         ```
     """
+    lines = text_items(lines, "lines")
     order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
     out = [None] * len(lines)
     for start in range(0, len(order), batch_size):
