@@ -24,8 +24,22 @@ class RunError(UserError, RuntimeError):
 
 
 class DamagedFileError(UserError, OSError):
-    """A file that exists but cannot be read as what it should hold (truncated, overwritten)."""
+    """A file that exists but cannot be read as what it should hold (truncated, overwritten).
+
+    Args:
+        message: what is wrong and what to do.
+        path: the damaged file, when the message is about one.
+    """
+
+    def __init__(self, message, path=None):
+        super().__init__(message)
+        self.path = path
 
 
 class BackendError(UserError, RuntimeError):
     """A part of the package that runs only on TensorFlow, used under another Keras backend."""
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional package that a feature needs is not installed; the message says how to
+    install it."""

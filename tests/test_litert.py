@@ -220,16 +220,20 @@ def test_every_path_cuts_a_source_to_the_same_ids(small_export, tmp_path):
     assert litert.truncated(sentences) == truncated
 
 
-def test_litert_translator_refuses_bad_input(small_export, tmp_path):
+def test_litert_translator_refuses_bad_input(small_export, tmp_path, capfd):
     with pytest.raises(FileNotFoundError, match=rf"{OPTIONS_FILE} is missing"):
         LiteRTTranslator(tmp_path)
+    capfd.readouterr()
     translate = LiteRTTranslator(small_export[1])
+    assert "XNNPACK" not in capfd.readouterr().err  # LiteRT's INFO line is not shown
     with pytest.raises(ValueError, match=r"shape \(1, 8\). Received: shape \(1, 9\)"):
         translate.translate_ids(np.zeros((1, 9), np.int32))
     with pytest.raises(ValueError, match=r"Received: shape \(1, 8\), dtype float32"):
         translate.translate_ids(np.zeros((1, 8), np.float32))
     with pytest.raises(ValueError, match="must be a list of strings"):
         translate("eins")
+    with pytest.raises(ValueError, match="item 1 is not UTF-8: .* position 4"):
+        translate(["eins", b"zwei\xff"])
     assert len(translate(["eins", "zwei"])) == 2
 
 

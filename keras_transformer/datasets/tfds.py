@@ -1,7 +1,7 @@
 """Translation data sets from TensorFlow Datasets (the optional `tfds` extra)."""
 
 from keras_transformer.datasets.corpus import ParallelCorpus
-from keras_transformer.errors import RunError
+from keras_transformer.errors import MissingDependencyError, RunError
 
 
 def load_tfds(name, split, data_dir=None, download=True):
@@ -17,14 +17,14 @@ def load_tfds(name, split, data_dir=None, download=True):
         `ParallelCorpus` of the `(source, target)` pairs `as_supervised` gives.
 
     Raises:
-        ImportError: if `tensorflow-datasets` is not installed.
+        MissingDependencyError: if `tensorflow-datasets` is not installed.
         RuntimeError: if the data is neither prepared in `data_dir` nor
             downloadable (for example, offline).
     """
     try:
         import tensorflow_datasets as tfds
     except ImportError:
-        raise ImportError(
+        raise MissingDependencyError(
             "Loading TFDS data sets needs `tensorflow-datasets`: "
             "pip install 'keras-transformer-nmt[tfds]'"
         ) from None

@@ -33,7 +33,7 @@ import keras
 import numpy as np
 
 from keras_transformer.constants import SPECIAL_IDS
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.export.options import write_options
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
@@ -50,7 +50,7 @@ def _ctranslate2():
     try:
         import ctranslate2
     except ImportError as error:
-        raise ImportError(
+        raise MissingDependencyError(
             "The CTranslate2 export needs the `ctranslate2` package: "
             'pip install "keras-transformer-nmt[ctranslate2]"'
         ) from error

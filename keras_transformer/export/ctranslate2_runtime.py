@@ -18,7 +18,7 @@ from keras_transformer.export.ctranslate2 import (
     TARGET_TOKENIZER,
     _ctranslate2,
 )
-from keras_transformer.export.options import read_options
+from keras_transformer.export.options import open_export_file, read_options
 from keras_transformer.inference.checks import check_prefix_lengths, check_sentences
 from keras_transformer.inference.engine import engine_result, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
@@ -27,6 +27,18 @@ from keras_transformer.text import SourcePolicy, load_tokenizer
 from keras_transformer.validation import check_at_least, check_choice
 
 RANKINGS = ("package", "ctranslate2")
+COMPUTE_TYPES = (  # CTranslate2's; one the CPU lacks is replaced by the nearest it has
+    "default",
+    "auto",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
 # The patience of a search exported without one (the package's stops when its output is
 # certain, which CTranslate2 cannot): 4 gives the package's beam 4 outputs on the main
 # job's test split (docs/guides/ctranslate2.md); CTranslate2's own is 1.
@@ -94,6 +106,7 @@ class CTranslate2Translator:
     ):
         ct2 = _ctranslate2()
         check_choice("ranking", ranking, set(RANKINGS))
+        check_choice("compute_type", compute_type, set(COMPUTE_TYPES))
         written = read_options(directory, DECODE_FILE, "CTranslate2")
         options = DecodeOptions.from_dict(written, others=("quantization", "shortlist"))
         if patience is None:
@@ -110,8 +123,10 @@ class CTranslate2Translator:
         self.max_source_length = options.max_source_length
         self.use_vmap = written.get("shortlist", False)
         self.length_options = options.length_options
-        self.source_tokenizer = load_tokenizer(os.path.join(directory, SOURCE_TOKENIZER))
-        self.target_tokenizer = load_tokenizer(os.path.join(directory, TARGET_TOKENIZER))
+        self.source_tokenizer, self.target_tokenizer = (
+            open_export_file(directory, name, load_tokenizer, "a tokenizer", "ctranslate2")
+            for name in (SOURCE_TOKENIZER, TARGET_TOKENIZER)
+        )
         self.source_policy = SourcePolicy(self.max_source_length, self.source_tokenizer.eos_id)
         self._source_pieces = self.source_tokenizer.pieces
         target_pieces = self.target_tokenizer.pieces
@@ -121,11 +136,17 @@ class CTranslate2Translator:
             [target_pieces[self.target_tokenizer.pad_id]],
             [target_pieces[self.target_tokenizer.bos_id]],
         ]
-        self.translator = ct2.Translator(
-            os.fspath(directory),
-            device="cpu",
-            compute_type=compute_type,
-            intra_threads=intra_threads,
+        self.translator = open_export_file(
+            directory,
+            "model.bin",
+            lambda path: ct2.Translator(
+                os.path.dirname(path),
+                device="cpu",
+                compute_type=compute_type,
+                intra_threads=intra_threads,
+            ),
+            "a CTranslate2 model",
+            "ctranslate2",
         )
 
     def translate_pieces(self, source_pieces, max_batch_size=64):

@@ -1,12 +1,14 @@
 """Translating with a model written by `export_litert`: `LiteRTTranslator`, one sentence a
 call on the `ai-edge-litert` interpreter, with SentencePiece in Python around it."""
 
+import contextlib
 import os
+import sys
 
 import numpy as np
 
 from keras_transformer.constants import PAD_ID
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.export.litert import (
     EXPORT_KEYS,
     LITERT_FILE,
@@ -14,7 +16,8 @@ from keras_transformer.export.litert import (
     SOURCE_MODEL,
     TARGET_MODEL,
 )
-from keras_transformer.export.options import read_options
+from keras_transformer.export.options import open_export_file, read_options
+from keras_transformer.files import text_items
 from keras_transformer.inference.checks import refuse_one_string
 from keras_transformer.inference.engine import engine_result, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
@@ -25,11 +28,26 @@ def _interpreter_class():
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError as error:
-        raise ImportError(
+        raise MissingDependencyError(
             "The LiteRT translator needs the `ai-edge-litert` package: "
             'pip install "keras-transformer-nmt[litert]"'
         ) from error
     return Interpreter
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Within it, what native code writes on file descriptor 2 is dropped (Python's
+    exceptions are not: they are raised, not written)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class LiteRTTranslator:
@@ -61,16 +79,27 @@ class LiteRTTranslator:
         self.max_source_length = self.decode_options.max_source_length
         self.max_length = self.decode_options.max_length
         self.source_policy = SourcePolicy(self.max_source_length, self.options["source_eos_id"])
-        self.source = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(directory, SOURCE_MODEL)
+        self.source, self.target = (
+            open_export_file(
+                directory,
+                name,
+                sentencepiece.SentencePieceProcessor,
+                "a SentencePiece model",
+                "litert",
+            )
+            for name in (SOURCE_MODEL, TARGET_MODEL)
         )
-        self.target = sentencepiece.SentencePieceProcessor(
-            model_file=os.path.join(directory, TARGET_MODEL)
+        interpreter_class = _interpreter_class()
+
+        def interpreter(path):
+            with _native_stderr_silenced():  # LiteRT's "INFO: Created ... XNNPACK delegate"
+                made = interpreter_class(model_path=path, num_threads=num_threads)
+                made.allocate_tensors()
+            return made
+
+        interpreter = open_export_file(
+            directory, LITERT_FILE, interpreter, "a LiteRT model", "litert"
         )
-        interpreter = _interpreter_class()(
-            model_path=os.path.join(directory, LITERT_FILE), num_threads=num_threads
-        )
-        interpreter.allocate_tensors()
         self._interpreter = interpreter
         self._input = interpreter.get_input_details()[0]["index"]
         # The target ids are the integer output; the score the float one, which files
@@ -152,18 +181,12 @@ class LiteRTTranslator:
     @staticmethod
     def strings(sentences):
         """`sentences` `(B,)`, given as a list or an array or tensor of strings, as a list of
-        `str` (bytes read as UTF-8), or an `ArgumentError` naming what is not a string."""
+        `str` (bytes read as UTF-8), or an `ArgumentError` naming an item that is not a
+        string or not UTF-8."""
         refuse_one_string(sentences)
         if not isinstance(sentences, (list, tuple)):
             sentences = np.asarray(sentences, dtype=object).reshape(-1).tolist()
-        others = [s for s in sentences if not isinstance(s, (str, bytes))]
-        if others:
-            raise ArgumentError(
-                f"`sentences` must be a list of strings (B,). Received: an item {others[0]!r:.80}"
-            )
-        return [
-            s.decode("utf-8", errors="replace") if isinstance(s, bytes) else s for s in sentences
-        ]
+        return text_items(sentences)
 
     def _translate_all(self, sentences, scores=False):
         """`(text, score or None)` of each of `sentences`, a list of `str`."""

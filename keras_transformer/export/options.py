@@ -3,6 +3,8 @@
 import json
 import os
 
+from keras_transformer.errors import DamagedFileError
+
 
 def write_options(directory, file_name, options):
     """Writes the dict `options` to `{directory}/{file_name}`."""
@@ -31,3 +33,44 @@ def read_options(directory, file_name, engine):
         )
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def open_export_file(directory, name, load, what, export_format):
+    """`load(path)` of the file (or directory) `name` of an export, or an error naming it.
+
+    Args:
+        directory: the export's directory.
+        name: the file's path in it.
+        load: reads the file from its path.
+        what: what the file holds, for the message: "a LiteRT model".
+        export_format: the `export --format` that writes it again.
+
+    Raises:
+        FileNotFoundError: if the file is missing.
+        DamagedFileError: if `load` cannot read it, naming the file.
+
+    Examples:
+        ```python
+        open_export_file("x-litert", "source.model", SentencePieceProcessor, "a SentencePiece "
+                         "model", "litert")
+        ```
+    """
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{os.fspath(directory)!r} is not a complete export: {name} is missing. "
+            f"Export the run again: keras-transformer export --format {export_format}."
+        )
+    try:
+        return load(path)
+    except FileNotFoundError:
+        raise
+    except (RuntimeError, ValueError, OSError) as error:
+        damaged, reason = path, str(error)
+        if isinstance(error, DamagedFileError) and error.path:
+            damaged, reason = error.path, "its bytes do not parse"
+        raise DamagedFileError(
+            f"{damaged} is damaged: it cannot be read as {what} ({reason[:160]}). "
+            f"Export the run again: keras-transformer export --format {export_format}.",
+            damaged,
+        ) from None

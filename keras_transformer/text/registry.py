@@ -61,7 +61,7 @@ def load_tokenizer(directory):
             saved = json.load(f)
         except json.JSONDecodeError as error:
             raise DamagedFileError(
-                f"The tokenizer file {config_path} is damaged: {error}"
+                f"The tokenizer file {config_path} is damaged: {error}", config_path
             ) from None
     try:
         cls = tokenizer_class(saved.get("type"))
@@ -75,5 +75,6 @@ def load_tokenizer(directory):
     except ArgumentError as error:
         raise DamagedFileError(
             f"The tokenizer file {asset_path} is damaged: {error}. Restore it, or train a "
-            "new tokenizer (and model) in a new run directory."
+            "new tokenizer (and model) in a new run directory.",
+            asset_path,
         ) from None
