@@ -170,13 +170,15 @@ def test_translator_saved_model_and_ctranslate2_decode_over_the_shortlist(
 
 
 def test_shortlists_refuse_what_they_cannot_decode(tmp_path):
-    shortlist = Shortlist.build(*random_pairs(), V, V, size=20)
+    shortlist = Shortlist.build(*random_pairs(), V, V, frequent=4, size=20)
     with pytest.raises(ValueError, match="shortlist has 60 target pieces, the model 70"):
         Shortlisted(kt.Transformer(1, 8, 2, 8, 70, 70), shortlist)
     with pytest.raises(ValueError, match="restricts its vocabulary.*HypothesisRows does not"):
         Shortlisted(kt.inference.HypothesisRows(kt.Transformer(1, 8, 2, 8, V, V)), shortlist)
     with pytest.raises(ValueError, match="size"):
         Shortlist(shortlist.candidates, shortlist.frequency, frequent=4, size=0)
+    with pytest.raises(ValueError, match="shortlist of 5 target pieces is smaller than the 6"):
+        Shortlist(shortlist.candidates, shortlist.frequency, frequent=4, size=5)
     with pytest.raises(ValueError, match="shapes"):
         Shortlist(shortlist.candidates.ravel(), shortlist.frequency, frequent=4, size=8)
     shortlist.save(tmp_path / "s.npz")

@@ -42,7 +42,8 @@ class Shortlist:
             frequent pieces are candidates of every batch.
         frequent: how many of the most frequent target pieces every batch
             keeps.
-        size: target pieces a batch decodes over (at most the vocabulary).
+        size: target pieces a batch decodes over (at most the vocabulary),
+            at least the `frequent` pieces and the unknown piece and EOS.
 
     Examples:
         ```python
@@ -75,6 +76,14 @@ class Shortlist:
         always[[i for i in ALWAYS if i < self.target_vocab_size]] = True
         always[[i for i in (PAD_ID, BOS_ID) if i < self.target_vocab_size]] = False
         self._always = always
+        if self.size < always.sum():
+            raise ArgumentError(
+                f"A shortlist of {size} target pieces is smaller than the {always.sum()} that "
+                f"every batch keeps (the {self.frequent} most frequent, the unknown piece and "
+                "EOS, less padding and BOS), so no piece a source lists could be decoded. Give "
+                f"a size of at least {always.sum()}, or fewer frequent pieces "
+                "(decode.shortlist_frequent)."
+            )
 
     @classmethod
     def build(

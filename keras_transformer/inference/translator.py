@@ -1,5 +1,6 @@
 """`Translator`: strings in, strings out, with the tokenizers and the search in one graph."""
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
@@ -195,6 +196,7 @@ class Translator(tf.Module):
             pieces = self.target_tokenizer.tokenize(prefixes)  # ragged (B, None)
             self._check_prefixes(sentences, pieces.row_lengths())
             checks = [  # for a graph, where the eager checks above see no values
+                self._refuse_unknown(pieces.to_tensor(PAD_ID), "prefix", prefixes),
                 tf.debugging.assert_equal(
                     tf.size(prefixes), tf.size(sentences), message="Give one prefix per sentence"
                 ),
@@ -237,8 +239,16 @@ class Translator(tf.Module):
                 not fit in `max_length` tokens with EOS.
         """
         if not tf.is_tensor(constraints):
+            for row in constraints:
+                if isinstance(row, (str, bytes)):
+                    raise ArgumentError(
+                        "`constraints` must hold a list of phrases per sentence. Received: "
+                        f"the string {row!r:.80} as a sentence's row"
+                    )
             width = max([1] + [len(phrases) for phrases in constraints])
             constraints = [list(phrases) + [""] * (width - len(phrases)) for phrases in constraints]
+            if not constraints:
+                constraints = tf.zeros([0, 1], tf.string)
         constraints = tf.ensure_shape(
             tf.convert_to_tensor(constraints, tf.string),
             [None, None],
@@ -248,6 +258,7 @@ class Translator(tf.Module):
         pieces = self.target_tokenizer.tokenize(tf.reshape(constraints, [-1]))  # (B*C, None)
         ids = tf.reshape(pieces.to_tensor(PAD_ID), [shape[0], shape[1], -1])  # (B, C, T)
         check_fit(ids, None, self.max_length)
+        known = self._refuse_unknown(ids, "constraint phrase", constraints)
         needed = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=[1, 2])
         fits = tf.debugging.assert_less(
             needed,
@@ -255,8 +266,37 @@ class Translator(tf.Module):
             message=f"The constraints of a sentence need max_length={self.max_length} tokens "
             "or more, with EOS",
         )
-        with tf.control_dependencies([fits]):
+        with tf.control_dependencies([fits, known]):
             return tf.identity(ids)
+
+    def _refuse_unknown(self, ids, what, texts):
+        """Refuses a `what` (prefix, constraint phrase) that the target vocabulary can
+        write only with its unknown piece, which would put "⁇" in the translation.
+
+        Eagerly an `ArgumentError` naming the text; returns the assertion that
+        does the same in a graph.
+
+        Args:
+            ids: int32 `(B, T)` or `(B, C, T)`, the texts' pieces, 0-padded.
+            what: the texts' name in the message.
+            texts: strings of the shape of `ids` without its last axis.
+        """
+        unknown = tf.reduce_any(ids == self.target_tokenizer.unk_id, axis=-1)  # (B,) or (B, C)
+        found = tf.get_static_value(unknown)
+        if found is not None and found.any():
+            index = tuple(int(i) for i in np.argwhere(found)[0])
+            text = tf.get_static_value(texts)[index]
+            raise ArgumentError(
+                f"The {what} {text.decode('utf-8', 'replace')!r} of sentence {index[0]} has "
+                "characters the target vocabulary lacks: it could be written only as the "
+                "unknown piece, ⁇. Leave it out or write it with characters the model knows."
+            )
+        return tf.debugging.assert_equal(
+            tf.reduce_any(unknown),
+            False,
+            message=f"A {what} has characters the target vocabulary lacks (it could be written "
+            "only as the unknown piece)",
+        )
 
     def _check_count(self, what, sentences, count):
         """Eagerly, an `ArgumentError` unless there is one of `what` per sentence."""
