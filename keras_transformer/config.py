@@ -302,8 +302,9 @@ def load_config(path=None, overrides=(), base=None):
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        ConfigError: on unknown keys, values of the wrong type, bad syntax, or
-            more cool-down epochs than epochs.
+        ConfigError: on unknown keys, values of the wrong type, bad syntax,
+            more cool-down epochs than epochs, or a token budget smaller than
+            the longest sentence.
     """
     config = copy.deepcopy(base) if base is not None else default_config()
     if path is not None:
@@ -333,6 +334,13 @@ def load_config(path=None, overrides=(), base=None):
         raise ConfigError(
             "train.cooldown_epochs must be at most train.epochs. Received: "
             f"cooldown_epochs={t['cooldown_epochs']}, epochs={t['epochs']}"
+        )
+    data = config["data"]
+    if data["tokens_per_batch"] < data["max_length"]:
+        raise ConfigError(
+            "data.tokens_per_batch must be at least data.max_length, so that a batch holds "
+            f"one sentence of the longest length. Received: tokens_per_batch="
+            f"{data['tokens_per_batch']}, max_length={data['max_length']}"
         )
     return config
 

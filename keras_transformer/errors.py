@@ -6,6 +6,8 @@ derives from the built-in exception it refines, so `except ValueError`
 keeps working.
 """
 
+import re
+
 
 class UserError(Exception):
     """Base of every error the package raises on purpose about its input."""
@@ -43,3 +45,14 @@ class BackendError(UserError, RuntimeError):
 class MissingDependencyError(UserError, ImportError):
     """An optional package that a feature needs is not installed; the message says how to
     install it."""
+
+
+def from_assertion(error):
+    """The `ArgumentError` for an in-graph assertion about the user's data (such as
+    parallel files that end apart), with the assertion's own message.
+
+    Args:
+        error: the `tf.errors.InvalidArgumentError` the assertion raised.
+    """
+    found = re.search(r"assertion failed: \[(.*?)\]", error.message, re.S)
+    return ArgumentError(found.group(1) if found else error.message)

@@ -185,6 +185,8 @@ def test_shards_that_end_apart_stop_the_stream_with_both_names(tmp_path):
         ValueError, match=r"differ in line count: .*train-001.de.gz and .*train-001.en"
     ):
         make_batches(corpus, tokenizer, tokenizer, cache=False)
+    with pytest.raises(ValueError, match=r"differ in line count: .*train-001.de.gz"):
+        corpus.sample_sentences(100)  # what a tokenizer trains on, read first
     (tmp_path / "train-001.en").unlink()
     write(tmp_path / "train-002.en", b"x\n")
     with pytest.raises(ValueError, match=r"do not pair up: \['train-000', 'train-001'\]"):

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, from_assertion
 
 LINES_PER_BLOCK = 1024  # lines read, and checked for alignment, at a time
 
@@ -140,13 +140,16 @@ class StreamingCorpus:
         rng = np.random.default_rng(seed)
         keys, sample = np.empty(0), np.empty(0, dtype=object)
         positions = [("source", "target").index(side) for side in sides]
-        for chunk in self.to_dataset().batch(65536).as_numpy_iterator():
-            sentences = np.concatenate([sample] + [chunk[p].astype(object) for p in positions])
-            keys = np.concatenate([keys, rng.random(len(sentences) - len(sample))])
-            if len(keys) > count:
-                kept = np.argpartition(keys, count)[:count]
-                keys, sentences = keys[kept], sentences[kept]
-            sample = sentences
+        try:
+            for chunk in self.to_dataset().batch(65536).as_numpy_iterator():
+                sentences = np.concatenate([sample] + [chunk[p].astype(object) for p in positions])
+                keys = np.concatenate([keys, rng.random(len(sentences) - len(sample))])
+                if len(keys) > count:
+                    kept = np.argpartition(keys, count)[:count]
+                    keys, sentences = keys[kept], sentences[kept]
+                sample = sentences
+        except tf.errors.InvalidArgumentError as error:  # files that end apart
+            raise from_assertion(error) from None
         return [sentence.decode("utf-8") for sentence in sample[np.argsort(keys)]]
 
 

@@ -12,12 +12,11 @@ under a budget of tokens per batch, so little of each batch is padding.
 """
 
 import dataclasses
-import re
 
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, from_assertion
 from keras_transformer.text.source import SourcePolicy
 from keras_transformer.validation import check_choice, check_positive_int
 
@@ -233,8 +232,7 @@ def make_batches(
             (np.int64(0), np.int64(0), np.zeros(max_length + 1, np.int64)), count
         )
     except tf.errors.InvalidArgumentError as error:  # e.g. files that end apart
-        found = re.search(r"assertion failed: \[(.*?)\]", error.message, re.S)
-        raise ArgumentError(found.group(1) if found else error.message) from None
+        raise from_assertion(error) from None
     num_pairs, num_long = int(num_pairs), int(num_long)
 
     if overflow == "drop":
