@@ -57,6 +57,29 @@ def run(trained_run, tmp_path):
     return copy
 
 
+@pytest.fixture(scope="module")
+def exports(trained_run, tmp_path_factory):
+    """The trained run exported once by the command line: a SavedModel, a LiteRT file and
+    a CTranslate2 model (float32), `{format: directory}`; tests read them, never change
+    them."""
+    base = tmp_path_factory.mktemp("exports")
+    paths = {"saved_model": base / "numbers_en_de" / "1"}
+    assert (
+        cli("export", "--run-dir", trained_run, "--base-dir", base, "--name", "numbers_en_de") == 0
+    )
+    for name in ["litert", "ctranslate2"]:
+        pytest.importorskip({"litert": "ai_edge_litert"}.get(name, name))
+        paths[name] = base / name
+        args = ["--format", name, "--output", paths[name]]
+        assert cli("export", "--run-dir", trained_run, *args) == 0
+    return paths
+
+
+def stdin_of(data):
+    """A standard input holding the bytes `data`."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+
+
 def test_train_writes_the_run_directory(run, capsys):
     for name in ["config.json", "model.keras", "trained.json", "metrics.csv"]:
         assert (run / name).is_file(), name
@@ -125,16 +148,13 @@ def test_evaluate_shows_several_beam_sizes_side_by_side(run, capsys):
     assert "beam sizes are positive integers" in capsys.readouterr().err
 
 
-def test_translate_export_and_the_exported_model_agree(run, tmp_path, capsys, monkeypatch):
+def test_translate_export_and_the_exported_model_agree(run, exports, tmp_path, capsys, monkeypatch):
     sentences = ["twenty-one", "", "nine hundred and ninety-nine thousand", "  "]
     assert cli("translate", "--run-dir", run, *sentences) == 0
     from_run = capsys.readouterr().out.splitlines()
     assert len(from_run) == 4 and from_run[1] == from_run[3] == ""
 
-    base = tmp_path / "saved_models"
-    assert cli("export", "--run-dir", run, "--base-dir", base, "--name", "numbers_en_de") == 0
-    assert "exported:" in capsys.readouterr().out
-    version = base / "numbers_en_de" / "1"
+    version = exports["saved_model"]
     assert (version / "saved_model.pb").is_file()
     monkeypatch.setattr(sys, "stdin", open_lines(tmp_path, sentences))
     assert cli("translate", "--saved-model", version) == 0
@@ -216,7 +236,7 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
 
 def test_translate_takes_length_options_and_reports_cut_sources(run, capsys, monkeypatch):
     long = "one two three " * 100  # over the translator's 256 source tokens
-    monkeypatch.setattr(sys, "stdin", io.StringIO(f"seven\n{long}\n\nzwei\n{long}\n"))
+    monkeypatch.setattr(sys, "stdin", stdin_of(f"seven\n{long}\n\nzwei\n{long}\n".encode()))
     args = ["--beam-size", 2, "--max-length-a", 0, "--max-length-b", 3]
     assert cli("translate", "--run-dir", run, *args, "--n-best", 2) == 0
     out, err = capsys.readouterr()
@@ -469,6 +489,10 @@ def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):
             ["train", "--run-dir", "{tmp}/r", "--set", "train.cooldown_epochs=7"],
             "train.cooldown_epochs must be at most train.epochs",
         ),
+        (
+            ["train", "--run-dir", "{tmp}/r", "--set", "data.tokens_per_batch=1"],
+            "data.tokens_per_batch must be at least data.max_length",
+        ),
         (["evaluate", "--run-dir", "{tmp}/nothing"], "is not a run directory"),
         (["translate", "--saved-model", "{tmp}", "hello"], "No SavedModel"),
         (["translate", "--saved-model", "{tmp}", "--beam-size", "2", "x"], "need --run-dir"),
@@ -589,3 +613,153 @@ def test_train_streams_a_sharded_corpus_and_samples_its_tokenizer_text(tmp_path,
     assert len(trained_on) == 1 and len(trained_on[0]) == 250  # of 600 sentences
     assert set(trained_on[0]) <= set(train.sources + train.targets)
     assert metrics_epochs(tmp_path / "run") == ["0"]
+
+
+# Inputs a user can give any runtime, and what every runtime must do with them: a list of
+# outputs ("" where the output must be empty, None for any translation), or the words of
+# the error that must name the problem.
+HOSTILE_INPUTS = [
+    ("a batch of one", [b"seventeen"], [None]),
+    ("no lines", [], []),
+    ("empty and whitespace-only lines", [b"", b"  ", b"\t"], ["", "", ""]),
+    ("a NUL inside a line", [b"sieb\x00zehn"], [None]),
+    ("65 lines, one over the source limit", [b"seven"] * 64 + [b"one two " * 200], [None] * 65),
+    ("a byte that is not UTF-8", [b"seven", b"sieb\xffzehn"], "not UTF-8"),
+]
+
+
+def runtimes(run_dir, exports, monkeypatch, capsys):
+    """`{name: translate}`: each runtime as a function from byte lines to output lines that
+    raises `UserError` or TensorFlow's `InvalidArgumentError` on bad input."""
+    import tensorflow as tf
+
+    from keras_transformer import run
+    from keras_transformer.errors import UserError
+    from keras_transformer.export import CTranslate2Translator, LiteRTTranslator
+    from keras_transformer.inference import translate_lines
+
+    def command(*source):
+        def translate(lines):
+            monkeypatch.setattr(sys, "stdin", stdin_of(b"".join(line + b"\n" for line in lines)))
+            code = cli("translate", *source)
+            out, err = capsys.readouterr()
+            if code == 2:
+                assert err.startswith("error: ") and err.count("\n") == 1, err
+                raise UserError(err)
+            assert code == 0 and "Traceback" not in err, err
+            return out.splitlines()
+
+        return translate
+
+    translator = run.make_translator(run_dir)
+    serve = tf.saved_model.load(str(exports["saved_model"])).signatures["serving_default"]
+    litert = LiteRTTranslator(exports["litert"])
+    ctranslate2 = CTranslate2Translator(exports["ctranslate2"])
+    return {
+        "Translator": lambda lines: translate_lines(translator, lines),
+        "translate --run-dir": command("--run-dir", run_dir),
+        "translate --saved-model": command("--saved-model", exports["saved_model"]),
+        "translate --litert": command("--litert", exports["litert"]),
+        "SavedModel serving_default": lambda lines: [
+            text.decode() for text in serve(inputs=tf.constant(lines, tf.string))["outputs"].numpy()
+        ],
+        "LiteRTTranslator": litert,
+        "CTranslate2Translator": ctranslate2,
+    }
+
+
+def test_every_runtime_takes_the_same_hostile_inputs(trained_run, exports, monkeypatch, capsys):
+    import tensorflow as tf
+
+    from keras_transformer.errors import UserError
+
+    outputs = {}
+    for name, translate in runtimes(trained_run, exports, monkeypatch, capsys).items():
+        for what, lines, expected in HOSTILE_INPUTS:
+            if isinstance(expected, str) and name == "SavedModel serving_default":
+                # A served graph translates each bad byte as U+FFFD (a batch of requests
+                # must not fail for one of them); every other runtime refuses the line.
+                repaired = [line.decode("utf-8", "replace").encode() for line in lines]
+                assert translate(lines) == translate(repaired), what
+                continue
+            if isinstance(expected, str):
+                with pytest.raises((UserError, tf.errors.InvalidArgumentError), match=expected):
+                    translate(lines)
+                continue
+            got = translate(lines)
+            assert len(got) == len(expected), (name, what)
+            for output, wanted in zip(got, expected, strict=True):
+                assert isinstance(output, str) and output == (output if wanted is None else wanted)
+            outputs[name, what] = got
+    # The same model and search (the package's graph) give the same translations.
+    for what, _, expected in HOSTILE_INPUTS:
+        if not isinstance(expected, str):
+            for name in [
+                "translate --run-dir",
+                "translate --saved-model",
+                "SavedModel serving_default",
+            ]:
+                assert outputs[name, what] == outputs["Translator", what], (name, what)
+
+
+def test_phrases_and_prefixes_the_vocabulary_cannot_write_are_refused(
+    trained_run, exports, tmp_path, capsys
+):
+    import tensorflow as tf
+
+    from keras_transformer import run
+
+    translator = run.make_translator(trained_run)
+    unknown = "☃☃"  # no piece of the numbers vocabulary: it would be written "⁇"
+    with pytest.raises(ValueError, match="constraint phrase '☃☃' of sentence 1 has characters"):
+        translator.translate(["seven", "eight"], constraints=[["seven"], ["eight", unknown]])
+    with pytest.raises(ValueError, match="prefix '☃☃' of sentence 0 has characters"):
+        translator.translate(["seven"], prefixes=[unknown])
+    with pytest.raises(ValueError, match="a list of phrases per sentence"):
+        translator.translate(["seven"], constraints=["seven"])  # not a row of phrases
+    signatures = tf.saved_model.load(str(exports["saved_model"])).signatures
+    with pytest.raises(tf.errors.InvalidArgumentError, match="constraint phrase has characters"):
+        signatures["translate_constrained"](
+            inputs=tf.constant(["seven"]), constraints=tf.constant([[unknown]])
+        )
+
+    phrases = tmp_path / "constraints.txt"
+    for text, message in [
+        (f"{unknown}\n", "has characters the target vocabulary lacks"),
+        ("", "Give one row of constraints per line"),
+    ]:
+        phrases.write_text(text, encoding="utf-8")
+        assert cli("translate", "--run-dir", trained_run, "--constraints", phrases, "seven") == 2
+        assert message in capsys.readouterr().err
+    assert cli("translate", "--run-dir", trained_run, "--shortlist", 3, "seven") == 2
+    assert "Give a size of at least" in capsys.readouterr().err
+
+
+def test_damaged_exports_and_missing_packages_are_named(exports, tmp_path, capsys, monkeypatch):
+    damaged = {
+        "litert": ["translator.tflite", "source.model"],
+        "ctranslate2": ["model.bin", "target_tokenizer/sentencepiece.model"],
+    }
+    for name, files in damaged.items():
+        for file in files:
+            copy = tmp_path / f"{name}-{file.replace('/', '-')}"
+            shutil.copytree(exports[name], copy)
+            if not (copy / file).is_file():
+                pytest.fail(f"{name} export has no {file}: {sorted(os.listdir(copy))}")
+            (copy / file).write_bytes((copy / file).read_bytes()[:100])
+            if name == "litert":
+                assert cli("translate", "--litert", copy, "seven") == 2
+                err = capsys.readouterr().err
+            else:
+                from keras_transformer.errors import DamagedFileError
+                from keras_transformer.export import CTranslate2Translator
+
+                with pytest.raises(DamagedFileError) as error:
+                    CTranslate2Translator(copy)
+                err = str(error.value)
+            assert f"{file} is damaged" in err and "Export the run again" in err, err
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)  # as if not installed
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    assert cli("translate", "--litert", exports["litert"], "seven") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and 'pip install "keras-transformer-nmt[litert]"' in err
