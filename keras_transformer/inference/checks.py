@@ -32,8 +32,9 @@ def check_sentences(sentences, name="sentences"):
     """`sentences` as a `tf.string` tensor `(B,)`, or an `ArgumentError` naming what it is.
 
     A rank that is not known (a graph traced without shapes) passes. A list
-    whose item is not UTF-8 text is refused (`files.text_items`); in a
-    tensor, such bytes become U+FFFD (`as_utf8`).
+    whose item is not UTF-8 text is refused (`files.text_items`); a tensor's
+    bytes are not read here: the tokenizers map bytes that are not UTF-8 to
+    the unknown piece, so a served batch does not fail for one bad request.
 
     Examples:
         ```python
@@ -60,19 +61,7 @@ def check_sentences(sentences, name="sentences"):
         raise ArgumentError(
             f"`{name}` must be a list of strings (B,). Received: shape {sentences.shape}"
         )
-    return as_utf8(sentences)
-
-
-def as_utf8(sentences):
-    """`sentences`, a `tf.string` tensor, with each byte that is not UTF-8 replaced by
-    U+FFFD, the replacement character (which tokenizes as the unknown piece).
-
-    A tensor's items are repaired rather than refused because a served graph
-    (TF Serving batches requests together) must not fail every request of
-    a batch for one; lists of Python strings are refused item by item
-    (`files.text_items`).
-    """
-    return tf.strings.unicode_transcode(sentences, "UTF-8", "UTF-8", errors="replace")
+    return sentences
 
 
 def check_source_ids(source_ids):
