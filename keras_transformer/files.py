@@ -94,11 +94,12 @@ def text_items(texts, name="sentences"):
                 f"`{name}` must be a list of strings (B,). Received: an item {text!r:.80}"
             )
         try:
-            items.append(text.decode("utf-8") if isinstance(text, bytes) else text)
-            items[-1].encode("utf-8")
+            text = text.decode("utf-8") if isinstance(text, bytes) else text
+            text.encode("utf-8")  # a lone surrogate stands for a byte that was not UTF-8
         except UnicodeError as error:
             raise ArgumentError(
                 f"`{name}` item {number} is not UTF-8: it has an invalid byte at "
                 f"position {error.start}: {text[:80]!r}"
             ) from None
+        items.append(text)
     return items

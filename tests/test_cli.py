@@ -720,6 +720,13 @@ def test_phrases_and_prefixes_the_vocabulary_cannot_write_are_refused(
         translator.translate(["seven", "eight"], constraints=[["seven"], ["eight", unknown]])
     with pytest.raises(ValueError, match="prefix '☃☃' of sentence 0 has characters"):
         translator.translate(["seven"], prefixes=[unknown])
+    if "ctranslate2" in exports:
+        from keras_transformer.export import CTranslate2Translator
+
+        with pytest.raises(ValueError, match="prefix '☃☃' of sentence 1 has characters"):
+            CTranslate2Translator(exports["ctranslate2"]).translate(
+                ["seven", "eight"], prefixes=["", unknown]
+            )
     with pytest.raises(ValueError, match="a list of phrases per sentence"):
         translator.translate(["seven"], constraints=["seven"])  # not a row of phrases
     signatures = tf.saved_model.load(str(exports["saved_model"])).signatures

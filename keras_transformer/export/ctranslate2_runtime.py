@@ -19,7 +19,11 @@ from keras_transformer.export.ctranslate2 import (
     _ctranslate2,
 )
 from keras_transformer.export.options import open_export_file, read_options
-from keras_transformer.inference.checks import check_prefix_lengths, check_sentences
+from keras_transformer.inference.checks import (
+    check_prefix_lengths,
+    check_sentences,
+    refuse_unknown_pieces,
+)
 from keras_transformer.inference.engine import engine_result, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
@@ -139,8 +143,8 @@ class CTranslate2Translator:
         self.translator = open_export_file(
             directory,
             "model.bin",
-            lambda path: ct2.Translator(
-                os.path.dirname(path),
+            lambda _: ct2.Translator(
+                os.fspath(directory),
                 device="cpu",
                 compute_type=compute_type,
                 intra_threads=intra_threads,
@@ -318,6 +322,8 @@ class CTranslate2Translator:
             prefixes = check_sentences(prefixes, "prefixes")
             ids = self.target_tokenizer.tokenize(prefixes).to_list()
             check_prefix_lengths(sentences.shape[0], [len(row) for row in ids], self.max_length)
+            unk = self.target_tokenizer.unk_id
+            refuse_unknown_pieces([unk in row for row in ids], prefixes.numpy(), "prefix")
             pieces = self.target_tokenizer.pieces
             prefix_pieces = [[pieces[i] for i in row] for row in ids]
         ranked = self.search_pieces(self.source_pieces(sentences), prefix_pieces, max_batch_size)

@@ -91,14 +91,14 @@ class LiteRTTranslator:
         )
         interpreter_class = _interpreter_class()
 
-        def interpreter(path):
+        def load_interpreter(path):
             with _native_stderr_silenced():  # LiteRT's "INFO: Created ... XNNPACK delegate"
                 made = interpreter_class(model_path=path, num_threads=num_threads)
                 made.allocate_tensors()
             return made
 
         interpreter = open_export_file(
-            directory, LITERT_FILE, interpreter, "a LiteRT model", "litert"
+            directory, LITERT_FILE, load_interpreter, "a LiteRT model", "litert"
         )
         self._interpreter = interpreter
         self._input = interpreter.get_input_details()[0]["index"]

@@ -84,6 +84,33 @@ def check_prefix_ids(prefix_ids, batch):
     return tf.pad(prefix_ids, [[0, 0], [0, 1]], constant_values=PAD_ID)
 
 
+def refuse_unknown_pieces(has_unknown, texts, what):
+    """An `ArgumentError` naming the first of `texts` whose pieces include the target
+    vocabulary's unknown piece, which would write "⁇" into a translation.
+
+    Args:
+        has_unknown: bool array, True where a text has the unknown piece.
+        texts: the texts (`str` or `bytes`), an array of the same shape.
+        what: the texts' name in the message, e.g. `"prefix"`.
+
+    Examples:
+        ```python
+        refuse_unknown_pieces([False, True], ["seven", "☃"], "prefix")  # ArgumentError
+        ```
+    """
+    found = np.asarray(has_unknown, bool)
+    if not found.any():
+        return
+    index = tuple(int(i) for i in np.argwhere(found)[0])
+    text = np.asarray(texts, object)[index]
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    raise ArgumentError(
+        f"The {what} {text!r} of sentence {index[0]} has characters the target vocabulary "
+        "lacks: it could be written only as the unknown piece, ⁇. Leave it out or write it "
+        "with characters the model knows."
+    )
+
+
 def check_prefix_lengths(sentence_count, lengths, max_length):
     """An `ArgumentError` unless there is one prefix per sentence, none over `max_length`.
 

@@ -1,11 +1,14 @@
 """`Translator`: strings in, strings out, with the tokenizers and the search in one graph."""
 
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.checks import check_prefix_lengths, check_sentences
+from keras_transformer.inference.checks import (
+    check_prefix_lengths,
+    check_sentences,
+    refuse_unknown_pieces,
+)
 from keras_transformer.inference.constraints import check_fit
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.result import DecodingResult, TargetSide
@@ -194,9 +197,10 @@ class Translator(tf.Module):
         if prefixes is not None:
             prefixes = check_sentences(prefixes, "prefixes")
             pieces = self.target_tokenizer.tokenize(prefixes)  # ragged (B, None)
+            padded = pieces.to_tensor(PAD_ID)  # (B, P)
             self._check_prefixes(sentences, pieces.row_lengths())
             checks = [  # for a graph, where the eager checks above see no values
-                self._refuse_unknown(pieces.to_tensor(PAD_ID), "prefix", prefixes),
+                self._refuse_unknown(padded, "prefix", prefixes),
                 tf.debugging.assert_equal(
                     tf.size(prefixes), tf.size(sentences), message="Give one prefix per sentence"
                 ),
@@ -207,7 +211,7 @@ class Translator(tf.Module):
                 ),
             ]
             with tf.control_dependencies(checks):
-                prefix_ids = pieces.to_tensor(PAD_ID)  # (B, P)
+                prefix_ids = tf.identity(padded)
         constraint_ids = None
         if constraints is not None:
             constraint_ids = self.constraint_ids(constraints)
@@ -283,14 +287,8 @@ class Translator(tf.Module):
         """
         unknown = tf.reduce_any(ids == self.target_tokenizer.unk_id, axis=-1)  # (B,) or (B, C)
         found = tf.get_static_value(unknown)
-        if found is not None and found.any():
-            index = tuple(int(i) for i in np.argwhere(found)[0])
-            text = tf.get_static_value(texts)[index]
-            raise ArgumentError(
-                f"The {what} {text.decode('utf-8', 'replace')!r} of sentence {index[0]} has "
-                "characters the target vocabulary lacks: it could be written only as the "
-                "unknown piece, ⁇. Leave it out or write it with characters the model knows."
-            )
+        if found is not None:
+            refuse_unknown_pieces(found, tf.get_static_value(texts), what)
         return tf.debugging.assert_equal(
             tf.reduce_any(unknown),
             False,
