@@ -93,7 +93,10 @@ def export_litert(translator, directory, quantization=None, max_source_length=MA
         )
     plain = translator.copy(jit_compile=False, max_source_length=max_source_length)
 
-    @tf.function(input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")],
+        autograph=False,
+    )
     def search(source_ids):  # (1, S) -> (1, max_length), (1,)
         result = plain.search(source_ids)
         return {"target_ids": result.token_ids[:, 0], "scores": result.scores[:, 0]}

@@ -139,7 +139,9 @@ def export_translator(
     root = tf.Module()
     root.model_variables = list(translator.model.variables)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False
+    )
     def serve_ids(source_ids):
         return {"target_ids": translator.translate_ids(source_ids)}
 
@@ -149,7 +151,9 @@ def export_translator(
         root.source_tokenizer = translator.source_tokenizer
         root.target_tokenizer = translator.target_tokenizer
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        @tf.function(
+            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False
+        )
         def serve(inputs):
             return {"outputs": translator(inputs)}
 
@@ -183,19 +187,25 @@ def string_signatures(translator, n_best=None):
     several = translator.copy(n_best=n_best)
     strings = tf.TensorSpec([None], tf.string, name="inputs")
 
-    @tf.function(input_signature=[strings])
+    @tf.function(input_signature=[strings], autograph=False)
     def serve_n_best(inputs):
         inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
         result = several.translate(inputs)
         return {"translations": result["translations"], "scores": result["scores"]}
 
-    @tf.function(input_signature=[strings, tf.TensorSpec([None], tf.string, name="prefixes")])
+    @tf.function(
+        input_signature=[strings, tf.TensorSpec([None], tf.string, name="prefixes")],
+        autograph=False,
+    )
     def serve_with_prefix(inputs, prefixes):
         inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
         prefixes = tf.ensure_shape(prefixes, [None], name="prefixes_must_be_a_vector")
         return {"outputs": translator.translate(inputs, prefixes)["translations"][:, 0]}
 
-    @tf.function(input_signature=[strings, tf.TensorSpec([None, None], tf.string, "constraints")])
+    @tf.function(
+        input_signature=[strings, tf.TensorSpec([None, None], tf.string, "constraints")],
+        autograph=False,
+    )
     def serve_constrained(inputs, constraints):
         inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
         result = translator.translate(inputs, constraints=constraints)

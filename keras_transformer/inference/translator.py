@@ -101,7 +101,9 @@ class Translator(tf.Module):
         self.jit_compile = jit_compile
         self.shortlist = shortlist
         self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
-        self._compiled_search = tf.function(self._search_ids, jit_compile=jit_compile)
+        self._compiled_search = tf.function(
+            self._search_ids, jit_compile=jit_compile, autograph=False
+        )
 
     def copy(self, **changes):
         """A new `Translator` of the same model and tokenizers, with `changes` to its options.
@@ -143,7 +145,7 @@ class Translator(tf.Module):
             return self._translate_strings(check_sentences(sentences))
         return self.translate(sentences, constraints=constraints)["translations"][:, 0]
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False)
     def _translate_strings(self, sentences):
         # A server passes tensors of any shape through unchecked: check at run time.
         sentences = tf.ensure_shape(sentences, [None], name="inputs_must_be_a_vector")
@@ -313,7 +315,9 @@ class Translator(tf.Module):
         if lengths is not None:
             check_prefix_lengths(sentence_count, lengths, self.max_length)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False
+    )
     def translate_ids(self, source_ids):
         """Searches from source ids `(B, S)`; returns target ids `(B, max_length)`.
 
