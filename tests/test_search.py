@@ -22,7 +22,7 @@ from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.loop import cache_lengths
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.inference.top_k import top_k_by_blocks
-from keras_transformer.models import StepWrapper
+from keras_transformer.models import FixedCache
 
 BOS, EOS = 2, 3
 
@@ -124,12 +124,6 @@ def test_beam_search_through_the_lineage_equals_beam_search_gathering_rows(atten
     np.testing.assert_allclose(lineage[1].numpy(), rows[1].numpy(), atol=1e-5)
     if attention_layer is not None:
         np.testing.assert_allclose(lineage[2].numpy(), rows[2].numpy(), atol=1e-5)
-
-
-class FixedCache(StepWrapper):
-    """`model`'s step interface in one cache of `max_length`."""
-
-    grows_cache = False
 
 
 def test_cache_lengths_halve_max_length_down_to_16_positions_for_a_cache_that_grows():

@@ -41,6 +41,20 @@ def test_a_translator_holds_one_decode_options_and_copies_by_replacing_fields(pa
         made.copy(beam=3)
 
 
+def test_a_translator_in_one_cache_traces_one_loop_and_translates_the_same(parts):
+    growing = translator(parts, beam_size=3).copy(max_length=40)  # caches of 20 and 40
+    fixed = growing.copy(grow_cache=False)
+    assert not fixed.grow_cache and fixed.copy(beam_size=2).grow_cache is False
+    assert fixed(SENTENCES).numpy().tolist() == growing(SENTENCES).numpy().tolist()
+
+    def loops(made):  # in the graph the calls above traced
+        library = made._translate_strings.get_concrete_function().graph.as_graph_def().library
+        nodes = [node.op for function in library.function for node in function.node_def]
+        return sum(op in ("While", "StatelessWhile") for op in nodes)
+
+    assert (loops(growing), loops(fixed)) == (2, 1)
+
+
 def test_n_best_are_sorted_and_the_first_is_the_best(parts):
     beam = translator(parts, beam_size=4, n_best=3)
     result = beam.translate(SENTENCES)

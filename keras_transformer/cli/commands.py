@@ -7,6 +7,11 @@ import sys
 from keras_transformer.config import load_config
 from keras_transformer.errors import ArgumentError
 
+# Up to this many lines (one batch of `translate_lines`) decode in one cache of
+# max_length: tracing and compiling a loop per cache size would cost more than
+# it saves (docs/cli.md).
+ONE_CACHE_LINES = 64
+
 
 def length_options(args):
     """The length options, the beam search's patience and the shortlist size given on
@@ -111,7 +116,13 @@ def run_translate(args):
         )
     run_dirs = args.run_dir if len(args.run_dir) > 1 else args.run_dir[0]
     translator = run.make_translator(
-        run_dirs, args.checkpoint, args.beam_size, args.alpha, **options
+        run_dirs,
+        args.checkpoint,
+        args.beam_size,
+        args.alpha,
+        jit_compile=args.xla,
+        grow_cache=len(sentences) > ONE_CACHE_LINES,
+        **options,
     )
     report_truncated(translator, sentences)
     if not extras:

@@ -106,6 +106,12 @@ def add_translate(commands):
     translate.add_argument(
         "--sample", action="store_true", help="draw translations at random instead of searching"
     )
+    translate.add_argument(
+        "--xla",
+        action="store_true",
+        help="compile the search with XLA: faster per sentence, but each new batch and "
+        "length shape first compiles for seconds",
+    )
     defaults = DecodeOptions()
     for name in ("temperature", "top_k", "top_p", "seed"):
         decode_option(translate, name, f"(default: {getattr(defaults, name)})")

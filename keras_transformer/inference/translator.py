@@ -14,6 +14,7 @@ from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.result import DecodingResult, TargetSide
 from keras_transformer.inference.shortlist import Shortlisted
 from keras_transformer.inference.strategy import make_search
+from keras_transformer.models import FixedCache
 from keras_transformer.text import SourcePolicy
 from keras_transformer.validation import check_tensorflow_backend
 
@@ -41,7 +42,14 @@ class Translator(tf.Module):
             penalty, lengths, repetition, patience, sampling). Defaults to
             `DecodeOptions()`: beam search of 4, alpha 0.6, at most 64 tokens.
         jit_compile: whether to compile the search with XLA (faster on a
-            CPU; docs/benchmarks.md); the tokenizers always run uncompiled.
+            CPU once compiled, a compilation for each new batch and length
+            bucket; docs/benchmarks.md); the tokenizers always run uncompiled.
+        grow_cache: whether the search starts with a short cache and
+            doubles it when full (faster per sentence; one loop to trace and
+            compile per cache size, docs/design/decoding-cache.md). False
+            decodes in one cache of `max_length` (`models.FixedCache`): the
+            first call returns sooner, for a process that translates a few
+            sentences. The outputs are the same.
         shortlist: optional `inference.Shortlist`: each batch decodes over
             its sources' candidate target pieces only (the others get
             probability zero), for a cheaper output projection.
@@ -70,6 +78,7 @@ class Translator(tf.Module):
         options=None,
         *,
         jit_compile=True,
+        grow_cache=True,
         shortlist=None,
         **option_values,
     ):
@@ -99,8 +108,11 @@ class Translator(tf.Module):
         self.options = options
         self.source_policy = SourcePolicy(options.max_source_length, source_tokenizer.eos_id)
         self.jit_compile = jit_compile
+        self.grow_cache = grow_cache
         self.shortlist = shortlist
         self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
+        if not grow_cache:
+            self._decoded = FixedCache(self._decoded)
         self._compiled_search = tf.function(
             self._search_ids, jit_compile=jit_compile, autograph=False
         )
@@ -122,6 +134,7 @@ class Translator(tf.Module):
             "target_tokenizer": self.target_tokenizer,
             "options": self.options,
             "jit_compile": self.jit_compile,
+            "grow_cache": self.grow_cache,
             "shortlist": self.shortlist,
         }
         given = {name: changes.pop(name) for name in list(changes) if name in arguments}

@@ -140,3 +140,22 @@ class StepWrapper(StepModel):
 
     def restrict_vocabulary(self, state, ids):
         return self.model.restrict_vocabulary(state, ids)
+
+
+class FixedCache(StepWrapper):
+    """`model` decoded in one cache of `max_length`, which never grows.
+
+    A search over it traces and compiles one loop instead of one per cache
+    size (`inference.loop.cache_lengths`): it starts sooner, while every step
+    attends over all `max_length` positions. The outputs are the same.
+
+    Args:
+        model: the `StepModel` to decode.
+
+    Examples:
+        ```python
+        token_ids, scores = greedy_search(FixedCache(model), source_ids, 2, 3)
+        ```
+    """
+
+    grows_cache = False
