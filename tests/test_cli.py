@@ -153,7 +153,7 @@ def test_translate_export_and_the_exported_model_agree(run, exports, tmp_path, c
     assert cli("translate", "--run-dir", run, *sentences) == 0
     from_run = capsys.readouterr().out.splitlines()
     assert len(from_run) == 4 and from_run[1] == from_run[3] == ""
-    assert cli("translate", "--run-dir", run, "--xla", *sentences) == 0  # a growing cache
+    assert cli("translate", "--run-dir", run, "--xla", *sentences) == 0  # compiled
     assert capsys.readouterr().out.splitlines() == from_run
 
     version = exports["saved_model"]

@@ -7,11 +7,6 @@ import sys
 from keras_transformer.config import load_config
 from keras_transformer.errors import ArgumentError
 
-# Up to this many lines (one batch of `translate_lines`) decode in one cache of
-# max_length: tracing and compiling a loop per cache size would cost more than
-# it saves (docs/cli.md).
-ONE_CACHE_LINES = 64
-
 
 def length_options(args):
     """The length options, the beam search's patience and the shortlist size given on
@@ -84,6 +79,7 @@ def run_evaluate(args):
 def run_translate(args):
     from keras_transformer.files import read_lines
     from keras_transformer.inference import translate_lines, translate_lines_with_scores
+    from keras_transformer.inference.lines import BATCH_SIZE
 
     sentences = input_sentences(args.sentences)
     extras = args.n_best or args.prefix or args.constraints or args.sample
@@ -121,7 +117,9 @@ def run_translate(args):
         args.beam_size,
         args.alpha,
         jit_compile=args.xla,
-        grow_cache=len(sentences) > ONE_CACHE_LINES,
+        # One batch decodes in one cache: tracing a loop per cache size costs more than
+        # the short caches save (docs/cli.md).
+        grow_cache=len(sentences) > BATCH_SIZE,
         **options,
     )
     report_truncated(translator, sentences)

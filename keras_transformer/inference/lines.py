@@ -7,8 +7,11 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.files import text_items
 from keras_transformer.inference.engine import translations_of
 
+# Sentences a call of `translate_lines` and `translate_lines_with_scores` hands the translator.
+BATCH_SIZE = 64
 
-def translate_lines(translator, lines, batch_size=64):
+
+def translate_lines(translator, lines, batch_size=BATCH_SIZE):
     """Translates a list of strings in batches, sorted by length for speed.
 
     Args:
@@ -39,7 +42,9 @@ def translate_lines(translator, lines, batch_size=64):
     return out
 
 
-def translate_lines_with_scores(translator, lines, prefixes=None, constraints=None, batch_size=64):
+def translate_lines_with_scores(
+    translator, lines, prefixes=None, constraints=None, batch_size=BATCH_SIZE
+):
     """`Translator.translate` over a list of strings in batches sorted by length.
 
     Args:
