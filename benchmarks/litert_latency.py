@@ -54,18 +54,22 @@ def directory_size(path):
 
 
 def engines(translator, directory):
-    """`{name: (translate one sentence -> str, size in bytes or None)}`: `translator`
-    itself and its exports, written into `directory`."""
+    """`({name: (translate one sentence -> str, size in bytes or None)}, {format: path})`:
+    `translator` itself and its exports, written into `directory`, and where the
+    SavedModel and LiteRT float32 exports are."""
     made = {"translator_xla": (lambda s: translator([s])[0].numpy().decode(), None)}
+    paths = {}
     for quantization in (None, "float16", "dynamic_int8"):
         name = f"litert_{quantization or 'float32'}"
         path = export_litert(translator, os.path.join(directory, name), quantization)
+        paths.setdefault("litert", path)  # float32, the first
         lite = LiteRTTranslator(path)
         made[name] = (
             lambda s, lite=lite: lite([s])[0],
             directory_size(os.path.join(path, LITERT_FILE)),
         )
     saved = export_translator(translator, "model", base_dir=directory, warmup=False)
+    paths["saved_model"] = saved
     serve = tf.saved_model.load(saved).signatures["serving_default"]
     made["saved_model"] = (
         lambda s: serve(inputs=tf.constant([s]))["outputs"].numpy()[0].decode(),
@@ -75,14 +79,14 @@ def engines(translator, directory):
         from keras_transformer.export import CTranslate2Translator, export_ctranslate2
     except ImportError:
         print("ctranslate2 is not installed (pip install -e '.[bench]'): its row is left out")
-        return made
+        return made, paths
     ct2_dir = export_ctranslate2(translator, os.path.join(directory, "ct2"), quantization="int8")
     ct2 = CTranslate2Translator(ct2_dir, compute_type="int8")
     made["ctranslate2_int8"] = (
         lambda s: ct2([s])[0],
         directory_size(os.path.join(ct2_dir, "model.bin")),
     )
-    return made
+    return made, paths
 
 
 def wall_seconds(command):
@@ -92,21 +96,19 @@ def wall_seconds(command):
     return round(time.perf_counter() - start, 1)
 
 
-def startup_seconds(args, sentence, directory):
+def startup_seconds(args, sentence, paths):
     """Wall seconds of a first translation of `sentence` from the command line, one
-    new process per way of running the model, and of importing TensorFlow alone."""
+    new process per way of running the model (`paths` of the exports, as `engines`
+    gives them), and of importing TensorFlow alone."""
     translate = [sys.executable, "-m", "keras_transformer", "translate"]
-    saved = os.path.join(directory, "model", "1")
     run_dir = ["--run-dir", args.run_dir, "--checkpoint", args.checkpoint]
     if args.beam_size is not None:
         run_dir += ["--beam-size", str(args.beam_size)]
     return {
         "import_tensorflow": wall_seconds([sys.executable, "-c", "import tensorflow"]),
         "run_dir": wall_seconds(translate + run_dir + [sentence]),
-        "saved_model": wall_seconds(translate + ["--saved-model", saved, sentence]),
-        "litert": wall_seconds(
-            translate + ["--litert", os.path.join(directory, "litert_float32"), sentence]
-        ),
+        "saved_model": wall_seconds(translate + ["--saved-model", paths["saved_model"], sentence]),
+        "litert": wall_seconds(translate + ["--litert", paths["litert"], sentence]),
     }
 
 
@@ -128,7 +130,7 @@ def main():
     corpus = run.corpus_split(config["data"], args.split or config["data"]["test_split"])
     sources, references = corpus.sources[: args.limit], corpus.targets[: args.limit]
     with tempfile.TemporaryDirectory() as directory:
-        made = engines(translator, directory)
+        made, paths = engines(translator, directory)
         for translate, _ in made.values():  # warm-up: first calls trace and allocate
             translate(sources[0])
         seconds = {name: [] for name in made}
@@ -141,7 +143,7 @@ def main():
                     texts.append(translate(sentence))
                     seconds[name].append(time.perf_counter() - start)
                 outputs[name] = texts
-        startup = startup_seconds(args, sources[0], directory) if args.startup else None
+        startup = startup_seconds(args, sources[0], paths) if args.startup else None
     figures = {}
     base = outputs["litert_float32"]
     base_p50 = np.percentile(seconds["litert_float32"], 50) * 1000
