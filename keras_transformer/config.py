@@ -66,8 +66,6 @@ MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 
 DEFAULTS = {
     "data": {
-        # numbers (built in) | files ({split}.{lang}[.gz], or shards {split}-*.{lang}[.gz],
-        # in `directory`; the training split streams from disk) | tsv (`path`) | tfds (`name`)
         "corpus": "numbers",
         "directory": None,
         "path": None,
@@ -77,77 +75,45 @@ DEFAULTS = {
         "train_split": "train",
         "val_split": "val",
         "test_split": "test",
-        "train_limit": None,  # use only the first N training pairs (quick runs)
+        "train_limit": None,
         "max_length": 64,
         "tokens_per_batch": 2048,
         "overflow": "drop",
     },
     "tokenizer": {
-        "type": "sentencepiece",  # sentencepiece | wordpiece
+        "type": "sentencepiece",
         "vocab_size": 500,
-        "shared": True,  # one vocabulary for both languages
-        "sample_size": 2_000_000,  # sentences drawn from the training data to train it on
-        # subword regularization (SentencePiece only): null tokenizes the training pairs
-        # once, with the best segmentation; a number samples a new segmentation of each
-        # sentence every epoch, with this alpha (unigram: smoothing, 0.1-0.5; BPE: the
-        # dropout of each merge, 0.1), among the `sampling_nbest_size` best (-1: all).
-        # Validation, evaluation and decoding always use the best segmentation.
+        "shared": True,
+        "sample_size": 2_000_000,
         "sampling_alpha": None,
         "sampling_nbest_size": -1,
     },
-    # shared_embeddings: null (separate) | output (target embedding = pre-softmax
-    # projection) | all
     "model": {**signature_defaults(Transformer, MODEL_ARGUMENTS), **MODEL_SIZES},
     "train": {
         "epochs": 6,
         "warmup_steps": 500,
         "learning_rate_scale": 1.0,
-        # cut each training batch (of N * data.tokens_per_batch tokens) into N slices
-        # that run forward and backward one at a time, for one update; any strategy
         "micro_batches": 1,
         "label_smoothing": 0.1,
-        # R-Drop's alpha (0: off): each batch runs twice with different dropout, and
-        # alpha/2 times the symmetric KL between the two predictions joins the loss;
-        # a step costs 2 to 2.5 times as much
         "r_drop": 0.0,
-        # bring the learning rate down linearly to 0 over the last N epochs (0: the
-        # paper's schedule to the end); a longer train.epochs moves the cool-down with it
         "cooldown_epochs": 0,
         "patience": 3,
-        # also back up the training state every N optimizer steps (0: at epoch ends only);
-        # a killed run then loses at most N steps
         "backup_every_steps": 0,
         "keep_checkpoints": 5,
-        # false | bfloat16 | float16 (true stands for bfloat16): float16 scales the
-        # loss dynamically (keras.optimizers.LossScaleOptimizer) so that small
-        # gradients do not vanish, and skips the updates whose gradients overflow
         "mixed_precision": False,
-        # XLA for the training step: auto (Keras' choice: on with an accelerator and
-        # no tf.distribute strategy, off on CPUs) | true | false
         "jit_compile": "auto",
-        # auto | one_device | mirrored (train.devices local replicas) | multi_worker
-        # (the cluster in TF_CONFIG); auto picks multi_worker when TF_CONFIG names
-        # more than one task
         "strategy": "auto",
         "devices": 1,
         "seed": 0,
     },
-    # patience: null ends a sentence's beam search when its output is certain; a number
-    # p >= 1 also ends it once p * beam_size hypotheses have ended (CTranslate2's patience):
-    # faster, but the best hypothesis may be lost
     "decode": {
         **{name: getattr(DECODE_DEFAULTS, name) for name in DECODE_OPTIONS},
         "batch_size": 64,
-        # lexical shortlist (0: off): each batch decodes over this many target pieces, the
-        # union of its source pieces' `shortlist_per_source` most frequent companions in
-        # the training pairs and the `shortlist_frequent` most frequent target pieces
-        # (counted once from the training split, kept in the run directory)
         "shortlist": 0,
         "shortlist_per_source": 20,
         "shortlist_frequent": 256,
     },
 }
-
 
 NONE = type(None)
 

@@ -124,3 +124,59 @@ def test_numbers_are_read_as_written():
     assert config["model"]["layer_norm_epsilon"] == 1e-5  # YAML reads 1e-5 as text
     assert config["train"]["label_smoothing"] == 0.0
     assert config["data"]["train_limit"] == 9
+
+
+def test_the_reference_page_is_the_schemas_and_describes_every_key():
+    from conftest import REPO
+
+    from keras_transformer import config_reference
+
+    assert config_reference.missing_help() == []
+    assert set(config_reference.HELP) <= set(cfg.RULES)
+    for section, keys in config_reference.HELP.items():
+        assert set(keys) <= set(cfg.RULES[section]), section
+    with open(f"{REPO}/docs/configuration.md", encoding="utf-8") as f:
+        page = f.read()
+    assert page == config_reference.markdown(), (
+        "docs/configuration.md is stale: keras-transformer config --markdown > "
+        "docs/configuration.md"
+    )
+
+
+def test_argument_help_reads_grouped_and_continued_docstring_entries():
+    from keras_transformer.config_reference import argument_help
+
+    def f(a, b, c, **kwargs):
+        """Does nothing.
+
+        Args:
+            a: the first,
+                continued.
+            b, c: both of
+                them (`b`
+                None: none).
+            **kwargs: the rest.
+
+        Returns:
+            None.
+        """
+
+    assert argument_help(f) == {
+        "a": "the first, continued.",
+        "b": "both of them (`b` None: none).",
+        "c": "both of them (`b` None: none).",
+        "**kwargs": "the rest.",
+    }
+
+
+@pytest.mark.parametrize("path, overrides", [(None, []), ("multi30k_de_en", ["train.epochs=9"])])
+def test_the_printed_configuration_loads_as_the_one_it_prints(path, overrides, tmp_path, capsys):
+    from keras_transformer.cli import main
+
+    arguments = (["--config", path] if path else []) + [f"--set={o}" for o in overrides]
+    assert main(["config", *arguments]) == 0
+    (tmp_path / "printed.yaml").write_text(capsys.readouterr().out, encoding="utf-8")
+    printed = cfg.load_config(str(tmp_path / "printed.yaml"))
+    assert printed == cfg.load_config(path, overrides)
+    assert (printed == cfg.DEFAULTS) is (path is None)
+    assert main(["config", "--markdown", *arguments]) == (2 if arguments else 0)

@@ -26,6 +26,7 @@ RANKS = {
     "inference": 4,
     "export": 5,
     "config": 6,
+    "config_reference": 6,
     "run": 7,
     "workflow": 8,
     "cli": 8,

@@ -44,6 +44,22 @@ def run_train(args):
     print(f"trained: {args.run_dir}")
 
 
+def run_config(args):
+    from keras_transformer import config_reference
+    from keras_transformer.run.directory import RunDirectory
+
+    if args.markdown:
+        if args.run_dir or args.config or args.set:
+            raise ArgumentError(
+                "--markdown prints the reference page of the defaults; it takes no "
+                "--run-dir, --config or --set."
+            )
+        print(config_reference.markdown(), end="")
+        return
+    base = RunDirectory(args.run_dir).read_config() if args.run_dir else None
+    print(config_reference.yaml_template(load_config(args.config, args.set, base)), end="")
+
+
 def run_evaluate(args):
     from keras_transformer import run
 

@@ -4,6 +4,7 @@ import argparse
 
 from keras_transformer.cli.commands import (
     run_average,
+    run_config,
     run_evaluate,
     run_export,
     run_score,
@@ -15,6 +16,10 @@ from keras_transformer.export.saved_model import SAVED_MODELS_DIR
 from keras_transformer.inference.options import OPTION_RULES, DecodeOptions
 
 DESCRIPTION = "train, evaluate, translate, export and average from a terminal"
+CONFIG_HELP = (
+    "YAML or JSON file of options (keras-transformer config lists them), or the name of "
+    "a packaged recipe (multi30k_de_en)"
+)
 # The `DecodeOptions` fields that evaluate, translate and export take as flags.
 DECODE_FLAGS = (
     "alpha",
@@ -41,6 +46,7 @@ def parser():
         add_score,
         add_export,
         add_average,
+        add_config,
     ):
         add(commands)
     return p
@@ -54,17 +60,10 @@ def add_train(commands):
         "(--set train.epochs=N, more than before)",
     )
     run_dir_argument(train)
-    train.add_argument(
-        "--config",
-        help="YAML or JSON file of options (see config.py); without it, the defaults for "
-        "a new run and the run's own configuration for one that exists",
-    )
-    train.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override one option, e.g. --set train.epochs=5 (repeatable)",
+    config_arguments(
+        train,
+        "; without it, the defaults for a new run and the run's own configuration for one "
+        "that exists",
     )
     train.set_defaults(command=run_train)
 
@@ -184,6 +183,32 @@ def add_average(commands):
     run_dir_argument(average)
     average.add_argument("--last", type=positive_int, default=5)
     average.set_defaults(command=run_average)
+
+
+def add_config(commands):
+    config = commands.add_parser(
+        "config",
+        help="print every option with its value and description, as a YAML file to start "
+        "from (or the reference page, --markdown)",
+    )
+    config.add_argument("--run-dir", help="print this run's configuration")
+    config_arguments(config, "")
+    config.add_argument(
+        "--markdown", action="store_true", help="print the configuration reference page"
+    )
+    config.set_defaults(command=run_config)
+
+
+def config_arguments(p, config_help):
+    """`--config FILE` and the repeatable `--set SECTION.KEY=VALUE`."""
+    p.add_argument("--config", help=CONFIG_HELP + config_help)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one option, e.g. --set train.epochs=5 (repeatable)",
+    )
 
 
 def run_dir_argument(p):
