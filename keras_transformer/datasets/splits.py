@@ -34,7 +34,8 @@ def load_corpus(
             file `path`, split 96/2/2 by a fixed shuffle) or `"tfds"` (the
             TensorFlow Datasets set `name`).
         split: a split name, e.g. `"train"`.
-        source_lang, target_lang: the languages' codes.
+        source_lang: the source language's code.
+        target_lang: the target language's code.
         directory: for `files`; environment variables in it are expanded.
         path: for `tsv`.
         name: for `tfds`.

@@ -151,8 +151,9 @@ class LiteRTTranslator:
 
         Args:
             sentences: a list of strings `(B,)`.
-            prefixes, constraints: not taken (an `ArgumentError` names the
-                one given): the file holds one search, without them.
+            prefixes: not taken (an `ArgumentError` says so): the file holds
+                one search, without prefixes or constraints.
+            constraints: not taken either.
 
         Returns:
             Dict with `"translations"`, `str` `(B, 1)`, `"scores"`, float32

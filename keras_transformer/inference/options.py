@@ -126,14 +126,17 @@ class DecodeOptions:
             (at most `beam_size`), or N samples.
         patience: None to end beam search when its output is certain; P >= 1
             to also end a sentence once P * `beam_size` hypotheses have ended.
-        max_length_a, max_length_b: an output has at most
-            `max_length_a * source tokens + max_length_b` tokens (`max_length_b`
-            None: `max_length`).
+        max_length_a: an output has at most `max_length_a * source tokens +
+            max_length_b` tokens.
+        max_length_b: B of `max_length_a`; None: `max_length`.
         min_length: fewest tokens before EOS.
         no_repeat_ngram_size: no n-gram of this many tokens twice (0: no rule).
         sample: draw tokens at random instead of searching.
-        temperature, top_k, top_p, seed: the sampling options
-            (`inference.sample`).
+        temperature: with `sample`, the logits are divided by it.
+        top_k: with `sample`, draw from the K most likely tokens (0: all).
+        top_p: with `sample`, draw from the smallest set of tokens whose
+            probability reaches P (nucleus sampling; 1: all).
+        seed: with `sample`, the seed of the draws.
 
     Examples:
         >>> options = DecodeOptions(beam_size=6, alpha=1.0)

@@ -103,10 +103,11 @@ class Shortlist:
         target pieces (every batch has those).
 
         Args:
-            source_rows, target_rows: the pairs' token ids, two sequences of
-                int sequences of the same length (ragged tensors' `to_list()`
-                or lists of arrays).
-            source_vocab_size, target_vocab_size: the model's vocabularies.
+            source_rows: the pairs' source token ids, a sequence of int
+                sequences (ragged tensors' `to_list()` or lists of arrays).
+            target_rows: their target token ids, as many sequences.
+            source_vocab_size: the model's source vocabulary size.
+            target_vocab_size: its target vocabulary size.
             per_source: candidates per source piece, K.
             frequent: most frequent target pieces kept for every batch.
             size: target pieces a batch decodes over.

@@ -61,8 +61,29 @@ class DecoderLayer(TransformerBlock):
         ```
     """
 
-    def __init__(self, d_model, num_heads, dff, **kwargs):
-        super().__init__(d_model, num_heads, dff, **kwargs)
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        dff,
+        dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        norm_first=False,
+        layer_norm_epsilon=1e-6,
+        activation="relu",
+        **kwargs,
+    ):
+        super().__init__(
+            d_model,
+            num_heads,
+            dff,
+            dropout_rate=dropout_rate,
+            attention_dropout_rate=attention_dropout_rate,
+            norm_first=norm_first,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation=activation,
+            **kwargs,
+        )
         self.self_attention = self._attention("self_attention")
         self.self_attention_norm = self._norm("self_attention_norm")
         self.cross_attention = self._attention("cross_attention")

@@ -46,7 +46,7 @@ class PackedTraining:
         """`keras.Model.compile`, how many micro-batches make one update, and R-Drop.
 
         Args:
-            *args, **kwargs: those of `keras.Model.compile`.
+            *args: those of `keras.Model.compile`.
             micro_batches: N > 1 cuts every training batch into N slices of
                 its rows, runs forward and backward on one slice at a time
                 and updates the weights once with the whole batch's gradient
@@ -61,6 +61,7 @@ class PackedTraining:
                 the paper's per-sentence objective halved, so its alphas
                 apply (5 for its translation tasks). A step then costs about
                 2.5 times as much. Defaults to 0 (off).
+            **kwargs: those of `keras.Model.compile`.
         """
         check_positive_int("micro_batches", micro_batches)
         check_non_negative("r_drop", r_drop)

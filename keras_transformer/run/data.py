@@ -49,7 +49,8 @@ def training_and_validation_batches(config, train, val, tokenizers):
 
     Args:
         config: a run configuration (`config.load_config`).
-        train, val: the training and validation corpora.
+        train: the training corpus.
+        val: the validation corpus.
         tokenizers: the `(source, target)` tokenizers.
 
     Examples:

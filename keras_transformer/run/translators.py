@@ -53,7 +53,8 @@ def load_shortlist(run_dir, config, source_tokenizer, target_tokenizer, size=Non
     Args:
         run_dir: the run directory.
         config: its configuration.
-        source_tokenizer, target_tokenizer: the run's tokenizers.
+        source_tokenizer: the run's source tokenizer.
+        target_tokenizer: its target tokenizer.
         size: target pieces per batch; None takes `decode.shortlist`.
 
     Examples:
@@ -131,8 +132,10 @@ def make_translator(
         run_dir: a run directory, or a list of them for an ensemble (their
             models decode as one `Ensemble`; they must share tokenizers).
         checkpoint: `"best"` or `"averaged"`.
-        beam_size, alpha, max_length: decoding options; None takes the
-            config's (the first run's, for an ensemble).
+        beam_size: 1 for greedy search; None takes the config's (the first
+            run's, for an ensemble), as do `alpha` and `max_length`.
+        alpha: the length penalty.
+        max_length: most target tokens to generate.
         **options: further `Translator` arguments (`n_best`, `sample`,
             `temperature`, `top_k`, `top_p`, `seed`, and the length options
             `max_length_a`, `max_length_b`, `min_length`,

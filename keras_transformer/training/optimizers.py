@@ -26,10 +26,8 @@ class SummedSlicesAdam(keras.optimizers.Adam):
     row's gradient. This optimizer first sums the slices into the dense
     gradient (its moments are dense already), so every row gets Adam's
     update, and one batch gives the same update as the same rows split
-    into accumulated micro-batches.
-
-    Args:
-        *args, **kwargs: those of `keras.optimizers.Adam`.
+    into accumulated micro-batches. It takes the arguments of
+    `keras.optimizers.Adam`.
 
     Examples:
         ```python
