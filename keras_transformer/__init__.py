@@ -30,7 +30,7 @@ from keras_transformer.training import (  # noqa: E402
     transformer_optimizer,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
     "DecodeOptions",

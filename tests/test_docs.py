@@ -176,13 +176,20 @@ def test_the_cli_reference_lists_every_option():
         assert not missing, f"docs/cli.md, `{command}`: {sorted(missing)} not listed"
 
 
-def test_the_readmes_links_reach_files():
+def test_the_readmes_links_reach_files_and_survive_a_package_index():
+    """The README is the package's description on an index, where relative links
+    break: it links the repository's files by their address under `repo_url`."""
+    with open(os.path.join(REPO, "mkdocs.yml"), encoding="utf-8") as f:
+        files = re.search(r"^repo_url: (\S+)", f.read(), re.M).group(1) + "/blob/main/"
     with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        links = re.findall(r"\]\(([^)#\s]+)\)", f.read())
-    local = [link for link in links if "://" not in link]
-    assert len(local) >= 10, local
-    for link in local:
-        assert os.path.exists(os.path.join(REPO, link)), f"README.md links to missing {link}"
+        links = re.findall(r"\]\(([^)#\s]+)", f.read())
+    assert [link for link in links if "://" not in link] == []
+    ours = [link.removeprefix(files) for link in links if link.startswith(files)]
+    assert len(ours) >= 10, links
+    for path in ours:
+        assert os.path.exists(os.path.join(REPO, path)), f"README.md links to missing {path}"
+    with open(os.path.join(REPO, "setup.cfg"), encoding="utf-8") as f:
+        assert files.removesuffix("/blob/main/") in f.read()
 
 
 def test_the_site_states_the_version_and_releases_it_was_tested_with():
