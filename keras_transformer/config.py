@@ -15,6 +15,7 @@ Examples:
 """
 
 import copy
+import difflib
 import inspect
 import json
 import math
@@ -345,8 +346,13 @@ def set_value(config, dotted, value, warn_renamed=True):
         dotted = RENAMED[dotted]
     section, _, key = dotted.partition(".")
     if section not in RULES or key not in RULES[section]:
-        valid = ", ".join(f"{s}.{k}" for s in RULES for k in RULES[s])
-        raise ConfigError(f"Unknown config key {dotted!r}. Valid keys: {valid}")
+        keys = [f"{s}.{k}" for s in RULES for k in RULES[s]]
+        close = difflib.get_close_matches(dotted, keys, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"Unknown config key {dotted!r}.{hint} `keras-transformer config` lists every "
+            f"key. Valid keys: {', '.join(keys)}"
+        )
     rule = RULES[section][key]
     if float in rule.types:
         value = as_float(value)

@@ -481,7 +481,7 @@ def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):
         ),
         (
             ["train", "--run-dir", "{tmp}/r", "--set", "train.epoch=3"],
-            "Unknown config key 'train.epoch'",
+            "Unknown config key 'train.epoch'. Did you mean 'train.epochs'?",
         ),
         (
             ["train", "--run-dir", "{tmp}/r", "--set", "model.d_model=big"],

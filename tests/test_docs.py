@@ -9,7 +9,9 @@ command of a shell block is checked against the command line's own parser.
 """
 
 import argparse
+import ast
 import os
+import pathlib
 import re
 import shlex
 import subprocess
@@ -248,3 +250,61 @@ def test_the_site_builds_strictly_with_every_public_name(tmp_path):
             and f"{module}.{name}.{name}" not in anchors
         ]
         assert not missing, f"{page} lacks {missing}"
+
+
+PUNCTUATION = " \n.,:;'\"()"
+
+
+def message_patterns():
+    """Every string of the package's code with at least 15 characters of its own text,
+    as a pair of regular expressions: the whole string, whose replacement fields (of an
+    f-string) match any text, and the string up to its last replacement field."""
+    patterns = []
+    for path in (pathlib.Path(REPO) / "keras_transformer").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.JoinedStr):
+                parts = [v.value if isinstance(v, ast.Constant) else None for v in node.values]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                parts = [node.value]
+            else:
+                continue
+            if parts[0] is not None:
+                parts[0] = parts[0].lstrip(PUNCTUATION)
+            if sum(len(part) for part in parts if part is not None) < 15:
+                continue
+            regex = ["(.+)" if part is None else re.escape(part) for part in parts]
+            head = regex[:-1] if parts[-1] is None else regex
+            patterns.append((re.compile("".join(regex)), re.compile("".join(head))))
+    return patterns
+
+
+def written_by_the_package(message, patterns):
+    """Whether `message` (`…` where it names the user's values) is the package's strings
+    one after the other, their replacement fields filled in."""
+    message = message.lstrip(PUNCTUATION + "…")
+    if not message:
+        return True
+    for whole, head in patterns:
+        if whole.fullmatch(message):
+            return True
+        found = head.match(message)
+        if found and written_by_the_package(message[found.end() :], patterns):
+            return True
+    return False
+
+
+def test_the_troubleshooting_pages_messages_are_the_packages():
+    patterns = message_patterns()
+    page = "docs/guides/troubleshooting.md"
+    messages = [
+        line
+        for _, code in fenced_blocks(page, "text")
+        for line in code.splitlines()
+        if line.strip()
+    ]
+    assert len(messages) >= 15, messages
+    for message in messages:
+        bare = re.sub(r"^error: ", "", message)
+        assert written_by_the_package(message, patterns) or written_by_the_package(
+            bare, patterns
+        ), f"{page}: the package writes no such message: {message}"
