@@ -777,3 +777,23 @@ def test_damaged_exports_and_missing_packages_are_named(exports, tmp_path, capsy
     assert cli("translate", "--litert", exports["litert"], "seven") == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and 'pip install "keras-transformer-nmt[litert]"' in err
+
+
+def test_plot_draws_the_runs_curves_and_the_learning_rate_it_trained_with(trained_run, tmp_path):
+    from keras_transformer.config import read_saved_config
+    from keras_transformer.run.plots import learning_rates
+
+    with open(trained_run / "trained.json") as f:
+        steps_per_epoch = json.load(f)["steps_per_epoch"]
+    with open(trained_run / "metrics.csv") as f:
+        val_losses = [float(row["val_loss"]) for row in csv.DictReader(f)]
+    best = keras.models.load_model(trained_run / "model.keras")  # saved after its epoch
+    assert int(best.optimizer.iterations) == (np.argmin(val_losses) + 1) * steps_per_epoch
+    steps, rates = learning_rates(
+        read_saved_config(trained_run / "config.json"), steps_per_epoch, 3
+    )
+    s = np.arange(1, 3 * steps_per_epoch + 1)  # the paper's formula, d_model 32, warm-up 50
+    np.testing.assert_allclose(rates, 32**-0.5 * np.minimum(s**-0.5, s * 50**-1.5), rtol=1e-6)
+    assert steps == list(s)
+    assert cli("plot", "--run-dir", trained_run, "--output", tmp_path / "run.svg") == 0
+    assert "learning rate" in (tmp_path / "run.svg").read_text(encoding="utf-8")

@@ -15,6 +15,7 @@
     keras-transformer export    --run-dir runs/numbers --format ctranslate2 [--quantization int8]
     keras-transformer export    --run-dir runs/numbers --format litert [--quantization dynamic_int8]
     keras-transformer average   --run-dir runs/numbers [--last 5]
+    keras-transformer plot      --run-dir runs/numbers [--output training.svg]
     keras-transformer config    [--config FILE] [--set section.key=value ...] > mine.yaml
 
 Errors a user can make (`keras_transformer.errors.UserError`, a missing or

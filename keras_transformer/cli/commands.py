@@ -60,6 +60,12 @@ def run_config(args):
     print(config_reference.yaml_template(load_config(args.config, args.set, base)), end="")
 
 
+def run_plot(args):
+    from keras_transformer.run.plots import plot_run
+
+    print(f"plotted: {plot_run(args.run_dir, args.output)}")
+
+
 def run_evaluate(args):
     from keras_transformer import run
 

@@ -7,6 +7,7 @@ from keras_transformer.cli.commands import (
     run_config,
     run_evaluate,
     run_export,
+    run_plot,
     run_score,
     run_train,
     run_translate,
@@ -47,6 +48,7 @@ def parser():
         add_export,
         add_average,
         add_config,
+        add_plot,
     ):
         add(commands)
     return p
@@ -197,6 +199,18 @@ def add_config(commands):
         "--markdown", action="store_true", help="print the configuration reference page"
     )
     config.set_defaults(command=run_config)
+
+
+def add_plot(commands):
+    plot = commands.add_parser(
+        "plot", help="draw a run's loss, accuracy and learning rate (needs matplotlib)"
+    )
+    run_dir_argument(plot)
+    plot.add_argument(
+        "--output",
+        help="the picture; .png, .svg or .pdf (default: training.png in the run directory)",
+    )
+    plot.set_defaults(command=run_plot)
 
 
 def config_arguments(p, config_help):

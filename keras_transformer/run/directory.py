@@ -159,13 +159,14 @@ class RunDirectory:
     def is_finished(self):
         return os.path.isfile(self.done_path)
 
-    def mark_finished(self, history, initial_epoch=0):
+    def mark_finished(self, history, initial_epoch=0, steps_per_epoch=None):
         """Writes `trained.json`: the epochs the run has trained (`initial_epoch`, those
-        before a resume, and the last `fit`'s) and that `fit`'s `history.history`
-        (`metrics.csv` holds every epoch's)."""
+        before a resume, and the last `fit`'s), the optimizer steps of an epoch, and
+        that `fit`'s `history.history` (`metrics.csv` holds every epoch's)."""
         epochs = initial_epoch + len(history.epoch)
+        done = {"epochs": epochs, "steps_per_epoch": steps_per_epoch, "history": history.history}
         with open(self.done_path, "w", encoding="utf-8") as f:
-            json.dump({"epochs": epochs, "history": history.history}, f)
+            json.dump(done, f)
 
     def mark_unfinished(self):
         os.remove(self.done_path)

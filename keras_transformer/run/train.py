@@ -162,7 +162,7 @@ def train(run_dir, config, verbose="auto", callbacks=()):
         shuffle=False,  # the pipeline shuffles
         verbose=verbose,
     )
-    finish(place, model, history, initial_epoch)
+    finish(place, model, history, initial_epoch, steps_per_epoch)
     return history
 
 
@@ -280,10 +280,10 @@ def run_callbacks(run, own, t, backup, initial_epoch):
     ]
 
 
-def finish(place, model, history, initial_epoch):
+def finish(place, model, history, initial_epoch, steps_per_epoch):
     """Marks the run finished; a worker that is not the chief reports and deletes its copy."""
     strategy, role, own = place
-    own.mark_finished(history, initial_epoch)
+    own.mark_finished(history, initial_epoch, steps_per_epoch)
     if role.count > 1:
         log.info(
             "worker %d of %d: weights sha256 %s", role.index, role.count, weights_digest(model)

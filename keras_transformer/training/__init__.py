@@ -20,7 +20,11 @@ from keras_transformer.training.multi_worker import (
     restore_on_every_worker,
     weights_digest,
 )
-from keras_transformer.training.optimizers import SummedSlicesAdam, transformer_optimizer
+from keras_transformer.training.optimizers import (
+    SummedSlicesAdam,
+    transformer_optimizer,
+    transformer_schedule,
+)
 from keras_transformer.training.precision import cpu_flags, slow_bfloat16_warning
 from keras_transformer.training.schedules import (
     LinearCooldown,
@@ -65,6 +69,7 @@ __all__ = [
     "restore_on_every_worker",
     "slow_bfloat16_warning",
     "transformer_optimizer",
+    "transformer_schedule",
     "weights_digest",
     "worker_directory",
     "worker_role",

@@ -96,12 +96,32 @@ def transformer_optimizer(
             f"gradient_accumulation_steps={gradient_accumulation_steps} under "
             f"{type(tf.distribute.get_strategy()).__name__}"
         )
+    schedule = transformer_schedule(d_model, warmup_steps, scale, cooldown)
+    if gradient_accumulation_steps > 1:
+        schedule = PerUpdateSchedule(schedule, gradient_accumulation_steps)
+        kwargs["gradient_accumulation_steps"] = gradient_accumulation_steps
+    return SummedSlicesAdam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)
+
+
+def transformer_schedule(d_model, warmup_steps=4000, scale=1.0, cooldown=None):
+    """The learning rate of `transformer_optimizer`: `TransformerSchedule`, times
+    `scale`, cooled down linearly over the last steps of `cooldown`.
+
+    Args:
+        d_model: model width D, which sets the schedule's peak.
+        warmup_steps: updates of linear warm-up.
+        scale: a factor on the whole schedule (`ScaledSchedule`).
+        cooldown: None, or `(total_steps, cooldown_steps)` (`LinearCooldown`).
+
+    Examples:
+        ```python
+        schedule = transformer_schedule(512, 4000, cooldown=(100_000, 10_000))
+        schedule(100_000)  # 0.0
+        ```
+    """
     schedule = TransformerSchedule(d_model, warmup_steps)
     if scale != 1.0:
         schedule = ScaledSchedule(schedule, scale)
     if cooldown is not None:
         schedule = LinearCooldown(schedule, *cooldown)
-    if gradient_accumulation_steps > 1:
-        schedule = PerUpdateSchedule(schedule, gradient_accumulation_steps)
-        kwargs["gradient_accumulation_steps"] = gradient_accumulation_steps
-    return SummedSlicesAdam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)
+    return schedule
