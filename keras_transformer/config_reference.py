@@ -33,7 +33,7 @@ HELP = {
         "disk), `tsv` (`source<TAB>target` lines of `data.path`, split 96/2/2 by a fixed "
         "shuffle) or `tfds` (the TensorFlow Datasets set `data.name`).",
         "directory": "The directory of a `files` corpus; environment variables in it "
-        "(`$MULTI30K`) are expanded.",
+        "(`${MULTI30K_DIR}`) are expanded.",
         "path": "The file of a `tsv` corpus, plain or `.gz`.",
         "name": "The TensorFlow Datasets name of a `tfds` corpus (downloaded by TFDS, "
         "which needs the `tfds` extra and a network).",
@@ -206,7 +206,7 @@ def markdown():
         lines += ["| key | default | takes | what it does |", "|---|---|---|---|"]
         for key, rule in rules.items():
             cells = [
-                f"`{section}.{key}`",
+                f"`{key}`",
                 f"`{yaml_value(DEFAULTS[section][key])}`",
                 allowed_values(rule),
                 described[section][key],
