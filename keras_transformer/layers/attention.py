@@ -133,13 +133,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def __init__(
         self,
-        d_model,
-        num_heads,
-        dropout_rate=0.0,
-        use_bias=True,
-        output_dim=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
+        d_model: int,
+        num_heads: int,
+        dropout_rate: float = 0.0,
+        use_bias: bool = True,
+        output_dim: int | None = None,
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        bias_initializer: str | keras.initializers.Initializer = "zeros",
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -1,6 +1,7 @@
 """What the encoder and decoder share: layer arguments and the stack around them."""
 
 import inspect
+from collections.abc import Callable
 
 import keras
 
@@ -55,14 +56,14 @@ class TransformerBlock(keras.layers.Layer):
 
     def __init__(
         self,
-        d_model,
-        num_heads,
-        dff,
-        dropout_rate=0.1,
-        attention_dropout_rate=0.0,
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        activation="relu",
+        d_model: int,
+        num_heads: int,
+        dff: int,
+        dropout_rate: float = 0.1,
+        attention_dropout_rate: float = 0.0,
+        norm_first: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        activation: str | Callable = "relu",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -136,18 +137,18 @@ class TransformerStack(keras.layers.Layer):
 
     def __init__(
         self,
-        num_layers,
-        d_model,
-        num_heads,
-        dff,
-        vocab_size,
-        dropout_rate=0.1,
-        attention_dropout_rate=0.0,
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        activation="relu",
-        positional_encoding_layout="interleaved",
-        embedding=None,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        dff: int,
+        vocab_size: int,
+        dropout_rate: float = 0.1,
+        attention_dropout_rate: float = 0.0,
+        norm_first: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        activation: str | Callable = "relu",
+        positional_encoding_layout: str = "interleaved",
+        embedding: PositionalEmbedding | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -1,5 +1,7 @@
 """The encoder layer and the encoder stack (Vaswani et al., 2017, §3.1)."""
 
+from collections.abc import Callable
+
 import keras
 
 from keras_transformer.layers.base import TransformerBlock, TransformerStack
@@ -51,14 +53,14 @@ class EncoderLayer(TransformerBlock):
 
     def __init__(
         self,
-        d_model,
-        num_heads,
-        dff,
-        dropout_rate=0.1,
-        attention_dropout_rate=0.0,
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        activation="relu",
+        d_model: int,
+        num_heads: int,
+        dff: int,
+        dropout_rate: float = 0.1,
+        attention_dropout_rate: float = 0.0,
+        norm_first: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        activation: str | Callable = "relu",
         **kwargs,
     ):
         super().__init__(

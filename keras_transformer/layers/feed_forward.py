@@ -1,5 +1,7 @@
 """The position-wise feed-forward network (Vaswani et al., 2017, §3.3)."""
 
+from collections.abc import Callable
+
 import keras
 
 from keras_transformer.validation import check_positive_int
@@ -34,10 +36,10 @@ class FeedForward(keras.layers.Layer):
 
     def __init__(
         self,
-        d_model,
-        dff,
-        activation="relu",
-        kernel_initializer="glorot_uniform",
+        d_model: int,
+        dff: int,
+        activation: str | Callable = "relu",
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -86,7 +86,7 @@ class PositionalEncoding(keras.layers.Layer):
         ```
     """
 
-    def __init__(self, layout="interleaved", max_wavelength=10000, **kwargs):
+    def __init__(self, layout: str = "interleaved", max_wavelength: int = 10000, **kwargs):
         super().__init__(**kwargs)
         check_choice("layout", layout, LAYOUTS)
         check_positive_int("max_wavelength", max_wavelength)
@@ -163,12 +163,12 @@ class PositionalEmbedding(keras.layers.Layer):
 
     def __init__(
         self,
-        vocab_size,
-        d_model,
-        dropout_rate=0.0,
-        layout="interleaved",
-        max_wavelength=10000,
-        embeddings_initializer=None,
+        vocab_size: int,
+        d_model: int,
+        dropout_rate: float = 0.0,
+        layout: str = "interleaved",
+        max_wavelength: int = 10000,
+        embeddings_initializer: str | keras.initializers.Initializer | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)

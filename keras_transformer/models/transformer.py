@@ -1,5 +1,7 @@
 """The encoder-decoder Transformer model (Vaswani et al., 2017, §3)."""
 
+from collections.abc import Callable
+
 import keras
 from keras import ops
 
@@ -85,21 +87,21 @@ class Transformer(PackedTraining, keras.Model, StepModel):
 
     def __init__(
         self,
-        num_layers,
-        d_model,
-        num_heads,
-        dff,
-        input_vocab_size,
-        target_vocab_size,
-        dropout_rate=0.1,
-        attention_dropout_rate=0.0,
-        norm_first=False,
-        layer_norm_epsilon=1e-6,
-        activation="relu",
-        positional_encoding_layout="interleaved",
-        shared_embeddings=None,
-        num_encoder_layers=None,
-        num_decoder_layers=None,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        dff: int,
+        input_vocab_size: int,
+        target_vocab_size: int,
+        dropout_rate: float = 0.1,
+        attention_dropout_rate: float = 0.0,
+        norm_first: bool = False,
+        layer_norm_epsilon: float = 1e-6,
+        activation: str | Callable = "relu",
+        positional_encoding_layout: str = "interleaved",
+        shared_embeddings: str | None = None,
+        num_encoder_layers: int | None = None,
+        num_decoder_layers: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
