@@ -1,6 +1,9 @@
 """Training objects: the optimizer and its warm-up schedule, the masked loss and accuracy,
 compiling from a config, the distribution strategy and the multi-worker protocol,
-checkpoints and backups. The model's own training step is `models.train_step`."""
+checkpoints and backups. The model's own training step is `models.train_step`.
+
+`__all__` is what a user trains with; the multi-worker protocol's helpers, the checkpoint
+bookkeeping and the CPU's flags are the package's own and are imported from here by it."""
 
 from keras_transformer.training.backup import StopOnNaN, TrainingBackup, TrainingDiverged
 from keras_transformer.training.checkpoints import (
@@ -54,23 +57,9 @@ __all__ = [
     "TrainingBackup",
     "TrainingDiverged",
     "TransformerSchedule",
-    "WorkerRole",
-    "all_workers",
-    "best_val_loss",
-    "check_same_on_every_worker",
-    "checkpoint_epoch",
     "compile_model",
-    "cpu_flags",
     "distribution_strategy",
-    "epoch_checkpoints",
     "fit_under_multi_worker",
-    "localhost_tf_configs",
-    "per_worker_batches",
-    "restore_on_every_worker",
-    "slow_bfloat16_warning",
     "transformer_optimizer",
     "transformer_schedule",
-    "weights_digest",
-    "worker_directory",
-    "worker_role",
 ]
