@@ -35,11 +35,8 @@ def train_and_time(args):
     import numpy as np
     import tensorflow as tf
 
-    from keras_transformer.training import (
-        distribution_strategy,
-        fit_under_multi_worker,
-        worker_role,
-    )
+    from keras_transformer.training import distribution_strategy, fit_under_multi_worker
+    from keras_transformer.training.strategy import worker_role
 
     strategy = distribution_strategy(1, "auto")
     role = worker_role(strategy)
@@ -89,7 +86,7 @@ def train_and_time(args):
 
 def run_workers(count, args):
     """Starts `count` worker processes (one without TF_CONFIG) and returns the chief's report."""
-    from keras_transformer.training import localhost_tf_configs
+    from keras_transformer.training.strategy import localhost_tf_configs
 
     tf_configs = localhost_tf_configs(count)
     command = [sys.executable, os.path.abspath(__file__), WORKER]

@@ -349,7 +349,7 @@ def test_train_with_more_epochs_goes_on_from_the_last_epoch_checkpoint(run, caps
 
 def test_a_finished_multi_worker_run_is_not_trained_for_longer(run, monkeypatch, capsys):
     from keras_transformer.run.directory import RunDirectory
-    from keras_transformer.training import WorkerRole
+    from keras_transformer.training.strategy import WorkerRole
 
     train_module = importlib.import_module("keras_transformer.run.train")
 

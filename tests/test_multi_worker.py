@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from test_cli import HERE, metrics_epochs, train_arguments
 
-from keras_transformer.training import localhost_tf_configs
+from keras_transformer.training.strategy import localhost_tf_configs
 
 
 def test_auto_chooses_by_tf_config_and_devices_and_the_chief_comes_first(monkeypatch):

@@ -470,7 +470,7 @@ flags\t\t: fpu sse2 avx2 avx512f avx512_vnni{extra}
 
 
 def test_cpu_flags_reads_x86_and_arm_cpuinfo_and_none_where_there_is_none(tmp_path):
-    from keras_transformer.training import cpu_flags
+    from keras_transformer.training.precision import cpu_flags
 
     x86 = tmp_path / "x86"
     x86.write_text(X86_CPUINFO.format(extra=" avx512_bf16"))
@@ -499,7 +499,7 @@ def test_cpu_flags_reads_x86_and_arm_cpuinfo_and_none_where_there_is_none(tmp_pa
 def test_mixed_bfloat16_warns_only_on_a_cpu_without_bfloat16_instructions(
     policy, gpus, flags, warns
 ):
-    from keras_transformer.training import slow_bfloat16_warning
+    from keras_transformer.training.precision import slow_bfloat16_warning
 
     warning = slow_bfloat16_warning(policy, gpus, flags and frozenset(flags))
     assert (warning is not None) == warns

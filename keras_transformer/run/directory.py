@@ -29,7 +29,11 @@ from keras_transformer.config import read_saved_config, save_config
 from keras_transformer.errors import ArgumentError, ConfigError, DamagedFileError, RunError
 from keras_transformer.files import tree_digest
 from keras_transformer.text import load_tokenizer, train_tokenizer
-from keras_transformer.training import best_val_loss, checkpoint_epoch, epoch_checkpoints
+from keras_transformer.training.checkpoints import (
+    best_val_loss,
+    checkpoint_epoch,
+    epoch_checkpoints,
+)
 
 log = logging.getLogger(__name__)
 

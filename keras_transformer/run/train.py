@@ -27,18 +27,18 @@ from keras_transformer.training import (
     PruneCheckpoints,
     StopOnNaN,
     TrainingBackup,
-    check_same_on_every_worker,
     compile_model,
-    cpu_flags,
     distribution_strategy,
     fit_under_multi_worker,
+)
+from keras_transformer.training.multi_worker import (
+    check_same_on_every_worker,
     per_worker_batches,
     restore_on_every_worker,
-    slow_bfloat16_warning,
     weights_digest,
-    worker_directory,
-    worker_role,
 )
+from keras_transformer.training.precision import cpu_flags, slow_bfloat16_warning
+from keras_transformer.training.strategy import worker_directory, worker_role
 
 log = logging.getLogger(__name__)
 
