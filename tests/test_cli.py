@@ -797,3 +797,25 @@ def test_plot_draws_the_runs_curves_and_the_learning_rate_it_trained_with(traine
     assert steps == list(s)
     assert cli("plot", "--run-dir", trained_run, "--output", tmp_path / "run.svg") == 0
     assert "learning rate" in (tmp_path / "run.svg").read_text(encoding="utf-8")
+
+
+def test_plot_attention_draws_the_cross_attention_of_the_greedy_translation(trained_run, tmp_path):
+    from keras_transformer.inference import greedy_search
+    from keras_transformer.run import make_translator
+    from keras_transformer.run.plots import attention_map
+
+    source_pieces, output_pieces, weights = attention_map(trained_run, "siebzehn")
+    translator = make_translator(trained_run, beam_size=1)
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    source_ids = translator.source_ids(["siebzehn"])
+    assert source_pieces == [source.pieces[int(i)] for i in source_ids[0]]
+    token_ids, _ = greedy_search(  # the same search without collecting attention
+        translator.model, source_ids, target.bos_id, target.eos_id, translator.options.max_length
+    )
+    assert output_pieces == [target.pieces[int(i)] for i in token_ids[0] if int(i) != 0]
+    assert weights.shape == (len(output_pieces), len(source_pieces))
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-5)  # a softmax over the source
+    path = tmp_path / "attention.svg"
+    assert cli("plot", "--run-dir", trained_run, "--attention", "siebzehn", "--output", path) == 0
+    assert source_pieces[0] in path.read_text(encoding="utf-8")
+    assert cli("plot", "--run-dir", trained_run, "--attention", " ") == 2

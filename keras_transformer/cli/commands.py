@@ -61,9 +61,12 @@ def run_config(args):
 
 
 def run_plot(args):
-    from keras_transformer.run.plots import plot_run
+    from keras_transformer.run.plots import plot_attention, plot_run
 
-    print(f"plotted: {plot_run(args.run_dir, args.output)}")
+    if args.attention is not None:
+        print(f"plotted: {plot_attention(args.run_dir, args.attention, args.output)}")
+    else:
+        print(f"plotted: {plot_run(args.run_dir, args.output)}")
 
 
 def run_evaluate(args):

@@ -203,12 +203,21 @@ def add_config(commands):
 
 def add_plot(commands):
     plot = commands.add_parser(
-        "plot", help="draw a run's loss, accuracy and learning rate (needs matplotlib)"
+        "plot",
+        help="draw a run's loss, accuracy and learning rate, or its attention over a "
+        "sentence (needs matplotlib)",
     )
     run_dir_argument(plot)
     plot.add_argument(
+        "--attention",
+        metavar="SENTENCE",
+        help="draw the last decoder layer's cross-attention while the run's model "
+        "translates SENTENCE greedily, instead of the training curves",
+    )
+    plot.add_argument(
         "--output",
-        help="the picture; .png, .svg or .pdf (default: training.png in the run directory)",
+        help="the picture; .png, .svg or .pdf (default: training.png, or attention.png, in "
+        "the run directory)",
     )
     plot.set_defaults(command=run_plot)
 

@@ -17,7 +17,7 @@ from keras_transformer.run.data import corpus_split, training_and_validation_bat
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
-from keras_transformer.run.plots import plot_run
+from keras_transformer.run.plots import plot_attention, plot_run
 from keras_transformer.run.train import build_model, compile_from_config, set_precision, train
 from keras_transformer.run.translators import (
     load_models,
@@ -41,6 +41,7 @@ __all__ = [
     "load_run",
     "load_shortlist",
     "make_translator",
+    "plot_attention",
     "plot_run",
     "score_pairs",
     "score_translations",

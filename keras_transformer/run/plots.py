@@ -1,4 +1,5 @@
-"""Pictures of a run: its loss and accuracy per epoch, and the learning rate it trained with.
+"""Pictures of a run: its loss and accuracy per epoch, the learning rate it trained with,
+and where its model looks in the source while it translates a sentence.
 
 Drawn with matplotlib (`pip install matplotlib`, or the `notebooks` extra), from the
 run directory's `metrics.csv`, `config.json` and `trained.json`.
@@ -6,6 +7,7 @@ run directory's `metrics.csv`, `config.json` and `trained.json`.
 Examples:
     ```python
     plot_run("runs/numbers_de_en", "training.svg")
+    plot_attention("runs/numbers_de_en", "dreihunderteinundzwanzig", "attention.svg")
     ```
 """
 
@@ -13,9 +15,12 @@ import csv
 import json
 import os
 
-from keras_transformer.errors import MissingDependencyError, RunError
+from keras_transformer.errors import ArgumentError, MissingDependencyError, RunError
+from keras_transformer.files import text_items
+from keras_transformer.inference import greedy_search
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.train import cooldown_steps
+from keras_transformer.run.translators import make_translator
 from keras_transformer.training import transformer_schedule
 
 
@@ -98,6 +103,61 @@ def plot_run(run_dir, path=None):
     figure.tight_layout()
     path = path or os.path.join(run.path, "training.png")
     with plt.rc_context({"svg.fonttype": "none"}):  # an SVG's text stays text
+        figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def attention_map(run_dir, sentence, checkpoint="best"):
+    """`(source_pieces, output_pieces, weights)`: the greedy translation of `sentence` by
+    a run's model and the cross-attention of its last decoder layer, averaged over heads,
+    `weights[t, s]` for output piece t (EOS included) and source piece s (EOS included)."""
+    (sentence,) = text_items([sentence], "sentence")
+    if not sentence.strip():
+        raise ArgumentError("The sentence is empty: there is no attention to draw.")
+    translator = make_translator(run_dir, checkpoint, beam_size=1)
+    source, target = translator.source_tokenizer, translator.target_tokenizer
+    source_ids = translator.source_ids([sentence])  # (1, S), EOS last
+    token_ids, _, attention = greedy_search(
+        translator.model,
+        source_ids,
+        target.bos_id,
+        target.eos_id,
+        translator.options.max_length,
+        attention_layer=-1,
+    )
+    output = [int(i) for i in token_ids[0] if int(i) != target.pad_id]
+    source_pieces = [source.pieces[int(i)] for i in source_ids[0]]
+    return source_pieces, [target.pieces[i] for i in output], attention[0, : len(output)].numpy()
+
+
+def plot_attention(run_dir, sentence, path=None, checkpoint="best"):
+    """Draws where a run's model looks while it translates `sentence` greedily: the
+    cross-attention of the last decoder layer, averaged over heads, of each output piece
+    over the source pieces.
+
+    Args:
+        run_dir: the run directory.
+        sentence: the source sentence, a non-empty string.
+        path: the picture's file (`.png`, `.svg`, `.pdf`). Defaults to
+            `attention.png` in the run directory.
+        checkpoint: `"best"` or `"averaged"`.
+
+    Returns:
+        The path written.
+    """
+    plt = pyplot()
+    source_pieces, output_pieces, weights = attention_map(run_dir, sentence, checkpoint)
+    figure, axis = plt.subplots(
+        figsize=(2 + 0.45 * len(source_pieces), 1.5 + 0.35 * len(output_pieces))
+    )
+    axis.imshow(weights, cmap="viridis", vmin=0, vmax=1)
+    axis.set_xticks(range(len(source_pieces)), source_pieces, rotation=90)
+    axis.set_yticks(range(len(output_pieces)), output_pieces)
+    axis.set(xlabel="source piece", ylabel="output piece")
+    figure.tight_layout()
+    path = path or os.path.join(run_dir, "attention.png")
+    with plt.rc_context({"svg.fonttype": "none"}):
         figure.savefig(path)
     plt.close(figure)
     return path
