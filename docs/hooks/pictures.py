@@ -1,9 +1,11 @@
 """Draws the site's pictures when it is built, with the package's own code, so that they
 show what the code does: the learning-rate schedule (`transformer_schedule`), the masks
-(`padding_mask`, `look_ahead_mask`) and the model's structure. `mkdocs build` runs it (a
-hook in mkdocs.yml); the pictures are not kept in the repository."""
+(`padding_mask`, `look_ahead_mask`), the model's structure, and the README's speed table as
+a chart of the figures it holds. `mkdocs build` runs it (a hook in mkdocs.yml); the pictures
+are not kept in the repository."""
 
 import io
+import re
 
 import matplotlib
 
@@ -151,10 +153,36 @@ def structure_picture():
     return svg(figure)
 
 
+def readme_table(name):
+    """`(header, rows)` of the first table between the README's snippet markers `name`."""
+    with open("README.md", encoding="utf-8") as f:
+        text = f.read()
+    section = text.split(f"--8<-- [start:{name}]")[1].split(f"--8<-- [end:{name}]")[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    return cells[0], cells[2:]
+
+
+def latency_picture():
+    header, rows = readme_table("latency")
+    column = header.index("p50")
+    engines = [row[0].replace("`", "") for row in rows]
+    p50 = [float(re.match(r"[\d.]+", row[column]).group()) for row in rows]
+    figure, axis = plt.subplots(figsize=(8, 0.8 + 0.45 * len(rows)))
+    axis.barh(engines[::-1], p50[::-1], color="#5b8bd0")
+    for y, value in enumerate(p50[::-1]):
+        axis.text(value, y, f" {value:g} ms", va="center", fontsize=8)
+    axis.set(xlabel="median milliseconds a sentence (beam 4)")
+    axis.set_xlim(0, max(p50) * 1.2)
+    figure.tight_layout()
+    return svg(figure)
+
+
 PICTURES = {
     "images/schedule.svg": schedule_picture,
     "images/masks.svg": masks_picture,
     "images/transformer.svg": structure_picture,
+    "images/latency.svg": latency_picture,
 }
 
 
