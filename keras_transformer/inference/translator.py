@@ -12,10 +12,10 @@ from keras_transformer.inference.checks import (
 from keras_transformer.inference.constraints import check_fit
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.result import DecodingResult, TargetSide
-from keras_transformer.inference.shortlist import Shortlisted
+from keras_transformer.inference.shortlist import Shortlist, Shortlisted
 from keras_transformer.inference.strategy import make_search
-from keras_transformer.models import FixedCache
-from keras_transformer.text import SourcePolicy
+from keras_transformer.models import FixedCache, StepModel
+from keras_transformer.text import SourcePolicy, Tokenizer
 from keras_transformer.validation import check_tensorflow_backend
 
 
@@ -72,14 +72,14 @@ class Translator(tf.Module):
 
     def __init__(
         self,
-        model,
-        source_tokenizer,
-        target_tokenizer,
-        options=None,
+        model: StepModel,
+        source_tokenizer: Tokenizer,
+        target_tokenizer: Tokenizer,
+        options: DecodeOptions | None = None,
         *,
-        jit_compile=True,
-        grow_cache=True,
-        shortlist=None,
+        jit_compile: bool = True,
+        grow_cache: bool = True,
+        shortlist: Shortlist | None = None,
         **option_values,
     ):
         check_tensorflow_backend("Translator")
