@@ -37,8 +37,10 @@ def serialized_arguments(obj, cls, exclude=()):
 class TransformerBlock(keras.layers.Layer):
     """Base of `EncoderLayer` and `DecoderLayer`: arguments and shared sublayers.
 
-    Creates the feed-forward sublayer, its layer norm and the residual dropout;
-    subclasses add their attention sublayers with `_attention` and `_norm`.
+    Creates the feed-forward sublayer, its layer norm and the residual dropout,
+    and for each name in the subclass's `attention_sublayers` a `MultiHeadAttention`
+    of that name with its layer norm (`self.self_attention`,
+    `self.self_attention_norm`, ...).
 
     Args:
         d_model: model width D.
@@ -53,6 +55,8 @@ class TransformerBlock(keras.layers.Layer):
         activation: activation of the feed-forward network. Defaults to relu.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
+
+    attention_sublayers = ()
 
     def __init__(
         self,
@@ -82,6 +86,9 @@ class TransformerBlock(keras.layers.Layer):
         )
         self.feed_forward_norm = self._norm("feed_forward_norm")
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
+        for name in self.attention_sublayers:
+            setattr(self, name, self._attention(name))
+            setattr(self, f"{name}_norm", self._norm(f"{name}_norm"))
         self.supports_masking = True
 
     def _attention(self, name):

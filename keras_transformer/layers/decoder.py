@@ -1,7 +1,5 @@
 """The decoder layer and the decoder stack (Vaswani et al., 2017, §3.1)."""
 
-from collections.abc import Callable
-
 import keras
 from keras import ops
 
@@ -63,33 +61,7 @@ class DecoderLayer(TransformerBlock):
         ```
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        dff: int,
-        dropout_rate: float = 0.1,
-        attention_dropout_rate: float = 0.0,
-        norm_first: bool = False,
-        layer_norm_epsilon: float = 1e-6,
-        activation: str | Callable = "relu",
-        **kwargs,
-    ):
-        super().__init__(
-            d_model,
-            num_heads,
-            dff,
-            dropout_rate=dropout_rate,
-            attention_dropout_rate=attention_dropout_rate,
-            norm_first=norm_first,
-            layer_norm_epsilon=layer_norm_epsilon,
-            activation=activation,
-            **kwargs,
-        )
-        self.self_attention = self._attention("self_attention")
-        self.self_attention_norm = self._norm("self_attention_norm")
-        self.cross_attention = self._attention("cross_attention")
-        self.cross_attention_norm = self._norm("cross_attention_norm")
+    attention_sublayers = ("self_attention", "cross_attention")
 
     def build(self, inputs_shape, context_shape):
         self.self_attention.build(inputs_shape, inputs_shape)
