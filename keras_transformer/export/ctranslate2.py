@@ -35,6 +35,7 @@ import numpy as np
 from keras_transformer.constants import SPECIAL_IDS
 from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.export.options import write_options
+from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 
@@ -231,7 +232,9 @@ def write_spec(spec, directory, quantization=None, vmap=None):
     )
 
 
-def export_ctranslate2(translator, directory, quantization=None):
+def export_ctranslate2(
+    translator: Translator, directory: str, quantization: str | None = None
+) -> str:
     """Writes `translator` as a CTranslate2 model directory, tokenizers included.
 
     The directory holds CTranslate2's `model.bin`, `config.json` and

@@ -8,6 +8,7 @@ optional `ctranslate2` package.
 
 import math
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -100,13 +101,13 @@ class CTranslate2Translator:
 
     def __init__(
         self,
-        directory,
-        beam_size=None,
-        alpha=None,
-        compute_type="default",
-        intra_threads=0,
-        patience=None,
-        ranking="package",
+        directory: str,
+        beam_size: int | None = None,
+        alpha: float | None = None,
+        compute_type: str = "default",
+        intra_threads: int = 0,
+        patience: float | None = None,
+        ranking: str = "package",
     ):
         ct2 = _ctranslate2()
         check_choice("ranking", ranking, set(RANKINGS))
@@ -286,14 +287,20 @@ class CTranslate2Translator:
         ids = self.source_tokenizer.tokenize(check_sentences(sentences)).to_list()
         return [[self._source_pieces[i] for i in self.source_policy.pieces(row)] for row in ids]
 
-    def __call__(self, sentences, max_batch_size=64):
+    def __call__(self, sentences: Sequence[str], max_batch_size: int = 64) -> list[str]:
         """Translations of `sentences` (a list of `str`), as a list of `str`."""
         sentences = check_sentences(sentences)  # (B,)
         if sentences.shape[0] == 0:
             return []
         return self.texts(self.translate_pieces(self.source_pieces(sentences), max_batch_size))
 
-    def translate(self, sentences, prefixes=None, constraints=None, max_batch_size=64):
+    def translate(
+        self,
+        sentences: Sequence[str],
+        prefixes: Sequence[str] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        max_batch_size: int = 64,
+    ) -> dict:
         """Translations with their scores, optionally from target prefixes, as every
         engine gives them (`inference.engine`).
 

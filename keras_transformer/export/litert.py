@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import write_options
+from keras_transformer.inference.translator import Translator
 from keras_transformer.text import SentencePieceTokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
@@ -37,7 +38,12 @@ MAX_SOURCE_LENGTH = 64
 EXPORT_KEYS = ("quantization", "eos_id", "source_eos_id")
 
 
-def export_litert(translator, directory, quantization=None, max_source_length=MAX_SOURCE_LENGTH):
+def export_litert(
+    translator: Translator,
+    directory: str,
+    quantization: str | None = None,
+    max_source_length: int = MAX_SOURCE_LENGTH,
+) -> str:
     """Writes `translator`'s search as a LiteRT model, with its tokenizers, to `directory`.
 
     The search is the translator's (greedy for `beam_size=1`, else beam

@@ -4,6 +4,7 @@ call on the `ai-edge-litert` interpreter, with SentencePiece in Python around it
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class LiteRTTranslator:
         ```
     """
 
-    def __init__(self, directory, num_threads=None):
+    def __init__(self, directory: str, num_threads: int | None = None):
         import sentencepiece
 
         self.options = read_options(directory, OPTIONS_FILE, "LiteRT")
@@ -140,12 +141,17 @@ class LiteRTTranslator:
             )
         return float(self._interpreter.get_tensor(self._scores)[0])
 
-    def __call__(self, sentences):
+    def __call__(self, sentences: Sequence[str]) -> list[str]:
         """Translations of strings `(B,)` (`strings`), one call of the model each: a list
         of `str`."""
         return [text for text, _ in self._translate_all(self.strings(sentences))]
 
-    def translate(self, sentences, prefixes=None, constraints=None):
+    def translate(
+        self,
+        sentences: Sequence[str],
+        prefixes: Sequence[str] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+    ) -> dict:
         """Translations with their scores, as every engine gives them
         (`inference.engine`): one search per sentence, fixed at export.
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.translator import Translator
 from keras_transformer.validation import check_positive_int
 
 SERVING_SIGNATURE = "serving_default"
@@ -33,15 +34,15 @@ def next_version(model_dir):
 
 
 def export_translator(
-    translator,
-    name,
-    base_dir=SAVED_MODELS_DIR,
-    version=None,
-    text=True,
-    xla=False,
-    warmup=True,
-    n_best=None,
-):
+    translator: Translator,
+    name: str,
+    base_dir: str = SAVED_MODELS_DIR,
+    version: int | None = None,
+    text: bool = True,
+    xla: bool = False,
+    warmup: bool = True,
+    n_best: int | None = None,
+) -> str:
     """Saves `translator` to `{base_dir}/{name}/{version}/`, ready for TF Serving.
 
     The SavedModel has these signatures:

@@ -12,7 +12,7 @@ from keras_transformer.validation import check_positive_int
 log = logging.getLogger(__name__)
 
 
-def average_checkpoints(run_dir, last=5):
+def average_checkpoints(run_dir: str, last: int = 5) -> str:
     """Averages the weights of the last `last` epoch checkpoints into `averaged.keras`.
 
     Args:

@@ -28,7 +28,8 @@ import keras
 from keras_transformer.config import read_saved_config, save_config
 from keras_transformer.errors import ArgumentError, ConfigError, DamagedFileError, RunError
 from keras_transformer.files import tree_digest
-from keras_transformer.text import load_tokenizer, train_tokenizer
+from keras_transformer.models import Transformer
+from keras_transformer.text import Tokenizer, load_tokenizer, train_tokenizer
 from keras_transformer.training.checkpoints import (
     best_val_loss,
     checkpoint_epoch,
@@ -53,7 +54,7 @@ class RunDirectory:
         ```
     """
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
 
     def __repr__(self):
@@ -76,7 +77,7 @@ class RunDirectory:
     logs_dir = property(lambda self: self.file("logs"))
     tokenizers_dir = property(lambda self: self.file("tokenizers"))
 
-    def model_path(self, checkpoint="best"):
+    def model_path(self, checkpoint: str = "best") -> str:
         """The `.keras` file of `checkpoint`, `"best"` or `"averaged"`."""
         if checkpoint not in CHECKPOINTS:
             raise ArgumentError(
@@ -103,7 +104,7 @@ class RunDirectory:
 
     # The configuration.
 
-    def read_config(self):
+    def read_config(self) -> dict:
         """The saved configuration, checked against the current schema."""
         if not self.has_config():
             raise RunError(
@@ -160,7 +161,8 @@ class RunDirectory:
 
     # Training state.
 
-    def is_finished(self):
+    def is_finished(self) -> bool:
+        """Whether training finished (`trained.json` exists)."""
         return os.path.isfile(self.done_path)
 
     def mark_finished(self, history, initial_epoch=0, steps_per_epoch=None):
@@ -191,7 +193,7 @@ class RunDirectory:
             raise DamagedFileError(f"{newest} is damaged or not this run's ({error}).") from None
         return checkpoint_epoch(newest)
 
-    def best_val_loss(self):
+    def best_val_loss(self) -> float | None:
         """The lowest validation loss in `metrics.csv`, or None."""
         return best_val_loss(self.metrics_path)
 
@@ -227,7 +229,7 @@ class RunDirectory:
         source.save(self.tokenizer_dir("source"))
         return source, target
 
-    def load_tokenizers(self, shared):
+    def load_tokenizers(self, shared: bool) -> tuple[Tokenizer, Tokenizer]:
         """The saved `(source, target)` tokenizers (one object if `shared`)."""
         if not self.has_tokenizers():
             raise RunError(f"{self.path} has no tokenizers; train it first.")
@@ -236,7 +238,7 @@ class RunDirectory:
             return source, source
         return source, load_tokenizer(self.tokenizer_dir("target"))
 
-    def load_model(self, checkpoint="best", compile=True):
+    def load_model(self, checkpoint: str = "best", compile: bool = True) -> Transformer:
         """The `Transformer` of `checkpoint`, `"best"` or `"averaged"`, in float32.
 
         A run trained under `train.mixed_precision` saves its models with that
@@ -260,7 +262,7 @@ class RunDirectory:
             )
         return keras.models.load_model(path, compile=compile).float32_copy()
 
-    def load(self, checkpoint="best"):
+    def load(self, checkpoint: str = "best") -> tuple[dict, Transformer, Tokenizer, Tokenizer]:
         """`(config, model, source_tokenizer, target_tokenizer)` of a trained run, for
         decoding: the model comes uncompiled (`load_model(compile=False)`).
 

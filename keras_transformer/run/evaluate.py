@@ -2,6 +2,7 @@
 
 import json
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import sacrebleu
@@ -17,8 +18,14 @@ from keras_transformer.run.translators import load_run, translators
 
 
 def evaluate(
-    run_dir, split=None, checkpoint="best", beam_size=None, alpha=None, output=None, **options
-):
+    run_dir: str | Sequence[str],
+    split: str | None = None,
+    checkpoint: str = "best",
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    output: str | None = None,
+    **options,
+) -> dict:
     """Translates a split and scores it with sacreBLEU.
 
     Args:
@@ -104,7 +111,13 @@ def score_translations(hypotheses, references):
     }
 
 
-def score_pairs(run_dir, sources, targets, checkpoint="best", batch_size=64):
+def score_pairs(
+    run_dir: str,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    checkpoint: str = "best",
+    batch_size: int = 64,
+) -> list[dict]:
     """log P(target | source) of given translations under a run's model (force decoding).
 
     One teacher-forced pass per batch (`inference.scoring.score_outputs`);

@@ -8,16 +8,16 @@ from keras_transformer.run.translators import make_translator
 
 
 def export(
-    run_dir,
-    name=None,
-    base_dir=SAVED_MODELS_DIR,
-    version=None,
-    checkpoint="best",
-    text=True,
-    xla=False,
-    n_best=None,
+    run_dir: str,
+    name: str | None = None,
+    base_dir: str = SAVED_MODELS_DIR,
+    version: int | None = None,
+    checkpoint: str = "best",
+    text: bool = True,
+    xla: bool = False,
+    n_best: int | None = None,
     **kw,
-):
+) -> str:
     """Exports a run as `{base_dir}/{name}/{version}/`; `name` defaults to the run's.
 
     `text=False` leaves out the tokenizers, `xla=True` keeps the XLA-compiled
@@ -38,8 +38,13 @@ def export(
 
 
 def export_ctranslate2_run(
-    run_dir, directory=None, base_dir=SAVED_MODELS_DIR, checkpoint="best", quantization=None, **kw
-):
+    run_dir: str,
+    directory: str | None = None,
+    base_dir: str = SAVED_MODELS_DIR,
+    checkpoint: str = "best",
+    quantization: str | None = None,
+    **kw,
+) -> str:
     """Exports a run as a CTranslate2 model directory (see `export_ctranslate2`).
 
     `directory` defaults to `{base_dir}/{run name}-ctranslate2-{quantization}`
@@ -59,14 +64,14 @@ def export_ctranslate2_run(
 
 
 def export_litert_run(
-    run_dir,
-    directory=None,
-    base_dir=SAVED_MODELS_DIR,
-    checkpoint="best",
-    quantization=None,
-    max_source_length=None,
+    run_dir: str,
+    directory: str | None = None,
+    base_dir: str = SAVED_MODELS_DIR,
+    checkpoint: str = "best",
+    quantization: str | None = None,
+    max_source_length: int | None = None,
     **kw,
-):
+) -> str:
     """Exports a run as a LiteRT translator directory (see `export_litert`).
 
     `directory` defaults to `{base_dir}/{run name}-litert-{quantization}`

@@ -15,6 +15,8 @@ import csv
 import json
 import os
 
+import numpy as np
+
 from keras_transformer.errors import ArgumentError, MissingDependencyError, RunError
 from keras_transformer.files import text_items
 from keras_transformer.inference import greedy_search
@@ -63,7 +65,7 @@ def learning_rates(config, steps_per_epoch, epochs):
     return steps, [float(rate) for rate in schedule(steps)]
 
 
-def plot_run(run_dir, path=None):
+def plot_run(run_dir: str, path: str | None = None) -> str:
     """Draws a run's training and validation loss and accuracy per epoch, and the
     learning rate of each step, into one picture.
 
@@ -108,7 +110,9 @@ def plot_run(run_dir, path=None):
     return path
 
 
-def attention_map(run_dir, sentence, checkpoint="best"):
+def attention_map(
+    run_dir: str, sentence: str, checkpoint: str = "best"
+) -> tuple[list[str], list[str], np.ndarray]:
     """`(source_pieces, output_pieces, weights)`: the greedy translation of `sentence` by
     a run's model and the cross-attention of its last decoder layer, averaged over heads,
     `weights[t, s]` for output piece t (EOS included) and source piece s (EOS included)."""
@@ -131,7 +135,9 @@ def attention_map(run_dir, sentence, checkpoint="best"):
     return source_pieces, [target.pieces[i] for i in output], attention[0, : len(output)].numpy()
 
 
-def plot_attention(run_dir, sentence, path=None, checkpoint="best"):
+def plot_attention(
+    run_dir: str, sentence: str, path: str | None = None, checkpoint: str = "best"
+) -> str:
     """Draws where a run's model looks while it translates `sentence` greedily: the
     cross-attention of the last decoder layer, averaged over heads, of each output piece
     over the source pieces.

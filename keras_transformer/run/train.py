@@ -8,6 +8,7 @@ and `model.fit`.
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import keras
@@ -103,7 +104,12 @@ class Place(NamedTuple):
     own: RunDirectory
 
 
-def train(run_dir, config, verbose="auto", callbacks=()):
+def train(
+    run_dir: str,
+    config: dict,
+    verbose: str | int = "auto",
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+) -> keras.callbacks.History | None:
     """Trains (or resumes) the run in `run_dir` with `model.fit`.
 
     Under `train.strategy=multi_worker` (or `auto` with a `TF_CONFIG` of

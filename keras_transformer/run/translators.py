@@ -1,17 +1,22 @@
 """Loading trained runs for decoding: one run, or an ensemble of runs, as `Translator`s."""
 
 import os
+from collections.abc import Sequence
 
 import tensorflow as tf
 
 from keras_transformer.config import DECODE_OPTIONS
 from keras_transformer.errors import ArgumentError, RunError
 from keras_transformer.inference import Ensemble, Shortlist, Translator
+from keras_transformer.models import Transformer
 from keras_transformer.run.data import corpus_split
 from keras_transformer.run.directory import RunDirectory
+from keras_transformer.text import Tokenizer
 
 
-def load_run(run_dir, checkpoint="best"):
+def load_run(
+    run_dir: str, checkpoint: str = "best"
+) -> tuple[dict, Transformer, Tokenizer, Tokenizer]:
     """`(config, model, source_tokenizer, target_tokenizer)` of a trained run.
 
     Args:
@@ -21,7 +26,9 @@ def load_run(run_dir, checkpoint="best"):
     return RunDirectory(run_dir).load(checkpoint)
 
 
-def load_models(run_dirs, checkpoint="best"):
+def load_models(
+    run_dirs: str | Sequence[str], checkpoint: str = "best"
+) -> tuple[dict, Transformer | Ensemble, Tokenizer, Tokenizer]:
     """`load_run` of one run directory, or of several as an `Ensemble`.
 
     The runs of an ensemble must have identical tokenizer files; the config
@@ -92,8 +99,13 @@ def load_shortlist(run_dir, config, source_tokenizer, target_tokenizer, size=Non
 
 
 def translators(
-    run_dir, checkpoint="best", beam_sizes=(None,), alpha=None, max_length=None, **options
-):
+    run_dir: str | Sequence[str],
+    checkpoint: str = "best",
+    beam_sizes: Sequence[int | None] = (None,),
+    alpha: float | None = None,
+    max_length: int | None = None,
+    **options,
+) -> tuple[list[Translator], dict]:
     """`([Translator per beam size], config)` of a trained run (or runs), loaded once.
 
     Decoding options of the config's `decode` section that are None or not
@@ -124,8 +136,13 @@ def translators(
 
 
 def make_translator(
-    run_dir, checkpoint="best", beam_size=None, alpha=None, max_length=None, **options
-):
+    run_dir: str | Sequence[str],
+    checkpoint: str = "best",
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    max_length: int | None = None,
+    **options,
+) -> Translator:
     """A `Translator` of a trained run; unset decoding options come from its config.
 
     Args:
