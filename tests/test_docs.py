@@ -26,9 +26,18 @@ from markdown import PAGES, fenced_blocks
 from keras_transformer.cli.parser import parser
 from keras_transformer.datasets import numbers_corpus
 
-pytestmark = pytest.mark.xdist_group("main_job")  # one process runs the main job once
 
-PYTHON_PAGES = [page for page in PAGES if fenced_blocks(page, "python")]
+def uses_main_job(page):
+    """Whether a page's Python examples use the README main job's run."""
+    return any("runs/numbers_de_en" in code for _, code in fenced_blocks(page, "python"))
+
+
+# The pages on the main job's run share the process that runs it once.
+PYTHON_PAGES = [
+    pytest.param(page, marks=[pytest.mark.xdist_group("main_job")] if uses_main_job(page) else [])
+    for page in PAGES
+    if fenced_blocks(page, "python")
+]
 GRPC_ADDRESS = "localhost:8500"
 
 
@@ -48,8 +57,7 @@ def workspace(request, data_dir, tmp_path, monkeypatch):
     """The working directory of one page's examples: `data/`, and `runs/numbers_de_en`
     for the pages that use it (the README's main job then runs first, once)."""
     (tmp_path / "data").symlink_to(data_dir)
-    blocks = fenced_blocks(request.node.callspec.params["page"], "python")
-    if any("runs/numbers_de_en" in code for _, code in blocks):
+    if uses_main_job(request.node.callspec.params["page"]):
         main_job, _ = request.getfixturevalue("main_job")
         (tmp_path / "runs").mkdir()
         (tmp_path / "runs" / "numbers_de_en").symlink_to(main_job / "runs" / "numbers_de_en")
@@ -176,6 +184,24 @@ def test_the_cli_reference_lists_every_option():
         listed = set(re.findall(r"`(--[a-z0-9-]+)", sections[command]))
         missing = options - listed - {"-h", "--help"}
         assert not missing, f"docs/cli.md, `{command}`: {sorted(missing)} not listed"
+
+
+# Different measurements whose figures happen to share their digits.
+COINCIDENT_FIGURES = {"0.68 s", "1.02x", "1.16x", "1.19x", "1.20x", "31.0 ms", "99.5%", "99.9%"}
+
+
+def test_each_measured_figure_is_stated_on_one_page():
+    """A figure (a decimal with its unit) lives on one page; another page that needs it
+    includes that page's table (a snippet) or links to it, so the two cannot disagree."""
+    figure = re.compile(r"(?<![\w.])\d[\d,]*\.\d+(?:x| ms| s\b|%| GFLOP/s| MB| MiB)")
+    pages_of = {}
+    for page in PAGES:
+        with open(os.path.join(REPO, page), encoding="utf-8") as f:
+            for value in set(figure.findall(f.read())):
+                pages_of.setdefault(value, []).append(page)
+    repeated = {v: p for v, p in pages_of.items() if len(p) > 1 and v not in COINCIDENT_FIGURES}
+    assert len(pages_of) > 100, len(pages_of)  # the pattern finds the documentation's figures
+    assert repeated == {}
 
 
 def test_the_readmes_links_reach_files_and_survive_a_package_index():
