@@ -27,7 +27,16 @@ RUN = os.path.join("runs", "numbers_de_en")
 EDGE_CASES = ["", "   ", "eins " * 100]  # empty, whitespace only, cut to the source length
 
 
-def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(main_job, tmp_path):
+@pytest.fixture(scope="module")
+def float32_beam(main_job, tmp_path_factory):
+    """The main job's run (beam 4) exported as a float32 LiteRT directory, once."""
+    directory, _ = main_job
+    return export_litert(beam_translator(directory), tmp_path_factory.mktemp("litert") / "beam")
+
+
+def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
+    main_job, float32_beam, tmp_path
+):
     directory, _ = main_job
     sentences = numbers_corpus("test", "de", "en").sources + EDGE_CASES
     saved_model = tf.saved_model.load(str(directory / "saved_models" / "numbers_de_en" / "1"))
@@ -36,7 +45,7 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(mai
         saved_model.signatures["translate_ids"],
     )
 
-    beam = LiteRTTranslator(export_litert(beam_translator(directory), tmp_path / "beam"))
+    beam = LiteRTTranslator(float32_beam)
     assert beam.options["beam_size"] == 4 and beam.max_source_length == 64
     texts = beam(sentences)
     source_ids = np.concatenate([beam.source_ids(s) for s in sentences])  # (N, 64), 0-padded
@@ -58,7 +67,9 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(mai
 
     # Greedy search against a SavedModel of the same run's greedy search.
     greedy_translator = run.make_translator(str(directory / RUN), beam_size=1)
-    greedy_saved = export_translator(greedy_translator, "greedy", tmp_path, warmup=False)
+    greedy_saved = export_translator(
+        greedy_translator, "greedy", tmp_path, text=False, warmup=False
+    )
     ids_of = tf.saved_model.load(greedy_saved).signatures["translate_ids"]
     greedy = LiteRTTranslator(export_litert(greedy_translator, tmp_path / "greedy"))
     expected_ids = in_batches(ids_of, "source_ids", source_ids)["target_ids"]
@@ -86,13 +97,14 @@ def beam_translator(directory):
 
 @pytest.mark.parametrize("quantization", ["float16", "dynamic_int8"])
 def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
-    main_job, tmp_path, quantization
+    main_job, float32_beam, tmp_path, quantization
 ):
     directory, _ = main_job
     sentences = numbers_corpus("test", "de", "en").sources[:300]
-    translator = beam_translator(directory)
-    full = export_litert(translator, tmp_path / "float32")
-    small = export_litert(translator, tmp_path / quantization, quantization=quantization)
+    full = float32_beam
+    small = export_litert(
+        beam_translator(directory), tmp_path / quantization, quantization=quantization
+    )
     sizes = [os.path.getsize(os.path.join(d, LITERT_FILE)) for d in (full, small)]
     assert sizes[1] < 0.6 * sizes[0], sizes
     outputs = [LiteRTTranslator(d)(sentences) for d in (full, small)]

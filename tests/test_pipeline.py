@@ -223,7 +223,7 @@ def test_validation_batches_and_the_tokenizer_never_sample(number_words):
 
 def test_subword_sampling_needs_sentencepiece_and_valid_options(number_words):
     tokenizer, pairs = number_words
-    wordpiece = WordPieceTokenizer.train(pairs.sources + pairs.targets, vocab_size=200)
+    wordpiece = WordPieceTokenizer.train(pairs.sources[:50] + pairs.targets[:50], vocab_size=100)
     with pytest.raises(ValueError, match=r"WordPieceTokenizer has one segmentation"):
         make_batches(pairs, wordpiece, wordpiece, sampling_alpha=0.1)
     with pytest.raises(ValueError, match=r"`nbest_size` must be -1 .* Received: nbest_size=1"):
