@@ -29,7 +29,7 @@ from keras_transformer.datasets.splits import CORPUS_KINDS
 from keras_transformer.errors import ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import OPTION_RULES
-from keras_transformer.layers.positional_encoding import LAYOUTS
+from keras_transformer.layers.positional_encoding import LAYOUTS, POSITIONS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
@@ -210,6 +210,8 @@ RULES = {
         "shared_embeddings": one_of(*SHARED_EMBEDDINGS),
         "num_encoder_layers": optional(POSITIVE_INT),
         "num_decoder_layers": optional(POSITIVE_INT),
+        "positions": one_of(*POSITIONS),
+        "max_positions": optional(POSITIVE_INT),
     },
     "train": {
         "epochs": POSITIVE_INT,
@@ -296,6 +298,7 @@ def load_config(path=None, overrides=(), base=None):
         dotted, raw = override.split("=", 1)
         set_value(config, dotted.strip(), yaml.safe_load(raw) if raw.strip() else None)
     check_decode_section(config["decode"])
+    check_positions(config)
     t = config["train"]
     if t["cooldown_epochs"] > t["epochs"]:
         raise ConfigError(
@@ -310,6 +313,28 @@ def load_config(path=None, overrides=(), base=None):
             f"{data['tokens_per_batch']}, max_length={data['max_length']}"
         )
     return config
+
+
+def check_positions(config):
+    """A `ConfigError` where a learned position table lacks its size or is shorter than
+    the sentences the run trains on or decodes."""
+    model, data, decode = config["model"], config["data"], config["decode"]
+    if (model["positions"] == "learned") != (model["max_positions"] is not None):
+        raise ConfigError(
+            "model.max_positions sizes the learned position table: set it with "
+            f"model.positions=learned and only then. Received: positions={model['positions']}, "
+            f"max_positions={model['max_positions']}"
+        )
+    lengths = {
+        "data.max_length": data["max_length"],
+        "decode.max_length": decode["max_length"],
+    }
+    if model["max_positions"] is not None and max(lengths.values()) > model["max_positions"]:
+        received = ", ".join(f"{key}={value}" for key, value in lengths.items())
+        raise ConfigError(
+            f"model.max_positions={model['max_positions']} is shorter than the sentences "
+            f"the run reads: {received}. Raise it or lower those."
+        )
 
 
 def check_decode_section(decode):

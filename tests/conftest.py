@@ -161,3 +161,32 @@ def main_job(tmp_path_factory):
     assert [c.split()[1] for c in commands] == ["train", "evaluate", "export", "translate"]
     directory = tmp_path_factory.mktemp("main_job")
     return directory, [run_command(command, directory) for command in commands]
+
+
+def saved_functions(path):
+    """Every function of a SavedModel's graphs, as `FunctionDef`s, and the graphs' own nodes."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved = saved_model_pb2.SavedModel.FromString(f.read())
+    graphs = [meta.graph_def for meta in saved.meta_graphs]
+    functions = [f for graph in graphs for f in graph.library.function]
+    nodes = [n for graph in graphs for n in graph.node]
+    return functions, nodes
+
+
+def saved_model_ops(path):
+    """The op types a SavedModel runs, but calls of its own functions."""
+    functions, nodes = saved_functions(path)
+    used = {n.op for n in nodes} | {n.op for f in functions for n in f.node_def}
+    return used - {f.signature.name for f in functions}
+
+
+def tf_serving_ops():
+    """The ops the latest stock TF Serving registers: TensorFlow's and TensorFlow Text's
+    2.12.1 (an op it lacks fails the whole model with "Op type not registered")."""
+    allowed = set()
+    for name in ["tensorflow_2.12.1_ops.txt", "tensorflow_text_2.12.1_ops.txt"]:
+        with open(os.path.join(REPO, "tests", "data", name)) as f:
+            allowed |= set(f.read().split())
+    return allowed

@@ -557,6 +557,8 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
         "shared_embeddings": "all",
         "num_encoder_layers": 3,
         "num_decoder_layers": 1,
+        "positions": "learned",
+        "max_positions": 80,
     }
     assert chosen.keys() == DEFAULTS["model"].keys()
     for name, value in chosen.items():

@@ -63,5 +63,5 @@ def test_the_runtimes_import_from_the_export_modules_that_held_them_before():
 
     assert ctranslate2.CTranslate2Translator is ctranslate2_runtime.CTranslate2Translator
     assert litert.LiteRTTranslator is litert_runtime.LiteRTTranslator
-    with pytest.raises(AttributeError, match="no attribute 'Translator'"):
-        ctranslate2.Translator  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'CTranslate2Model'"):
+        ctranslate2.CTranslate2Model  # noqa: B018

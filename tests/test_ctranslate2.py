@@ -46,14 +46,25 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
             positional_encoding_layout="concatenated",
         ),
         dict(num_encoder_layers=3, num_decoder_layers=1),
+        dict(positions="learned", max_positions=48),
     ],
-    ids=["post_ln", "pre_ln_tied_gelu_concatenated", "deep_encoder_shallow_decoder"],
+    ids=[
+        "post_ln",
+        "pre_ln_tied_gelu_concatenated",
+        "deep_encoder_shallow_decoder",
+        "learned_positions",
+    ],
 )
 def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tmp_path):
     corpus = numbers_corpus("train")[:400]
     tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
     vocab = tokenizer.vocab_size
     model = kt.Transformer(2, 32, 4, 64, vocab, vocab, **architecture)
+    model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
+    for stack in (model.encoder, model.decoder):
+        if stack.positions == "learned":  # rows as large as the tokens', so a wrong row shows
+            table = stack.embedding.position_encoding.embeddings
+            table.assign(np.random.default_rng(0).normal(size=table.shape).astype("float32"))
     sources, targets = corpus.sources[:12], corpus.targets[:12]
     expected, source, target = teacher_forced_log_probs(model, tokenizer, sources, targets)
 

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, load_tiny_translation
+from conftest import load_tiny_translation, saved_functions, saved_model_ops, tf_serving_ops
 from markdown import block_after
 
 from keras_transformer.export import export_translator
@@ -218,18 +218,6 @@ def test_documented_grpc_request_fits_the_exported_signature(translator, exporte
     np.testing.assert_array_equal(outputs["outputs"].numpy(), expected)
 
 
-def saved_functions(path):
-    """Every function of a SavedModel's graphs, as `FunctionDef`s, and the graphs' own nodes."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-        saved = saved_model_pb2.SavedModel.FromString(f.read())
-    graphs = [meta.graph_def for meta in saved.meta_graphs]
-    functions = [f for graph in graphs for f in graph.library.function]
-    nodes = [n for graph in graphs for n in graph.node]
-    return functions, nodes
-
-
 def test_the_default_export_needs_no_xla(translator, exported, tmp_path):
     # Stock tensorflow_model_server disables XLA JIT: a function that must be
     # compiled fails on the first request there.
@@ -245,16 +233,9 @@ def test_the_default_export_needs_no_xla(translator, exported, tmp_path):
 def test_every_op_of_the_export_is_in_tf_serving_with_tf_text_2_12_1(translator, exported):
     # The latest stock TF Serving links TensorFlow Text 2.12.1; an op it does
     # not register fails the whole model with "Op type not registered".
-    allowed = set()
-    for name in ["tensorflow_2.12.1_ops.txt", "tensorflow_text_2.12.1_ops.txt"]:
-        with open(os.path.join(REPO, "tests", "data", name)) as f:
-            allowed |= set(f.read().split())
-    path = exported
-    functions, nodes = saved_functions(path)
-    used = {n.op for n in nodes} | {n.op for f in functions for n in f.node_def}
-    used -= {f.signature.name for f in functions}  # calls of the SavedModel's own functions
+    used = saved_model_ops(exported)
     assert "SentencepieceTokenizeOp" in used and "SentencepieceDetokenizeOp" in used
-    assert used - allowed == set()
+    assert used - tf_serving_ops() == set()
 
 
 def test_bad_ids_and_inputs_of_the_wrong_rank_are_refused(translator, exported):

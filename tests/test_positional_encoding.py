@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -76,3 +77,40 @@ def test_positional_embedding_rejects_bad_sizes():
         layers.PositionalEmbedding(vocab_size=0, d_model=8)
     with pytest.raises(ValueError, match=r"`d_model` must be even.*d_model=7"):
         layers.PositionalEmbedding(vocab_size=10, d_model=7)
+
+
+def test_a_learned_table_adds_the_rows_an_embedding_lookup_of_the_positions_gives():
+    x = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
+    learned = layers.LearnedPositionalEncoding(max_positions=20)
+    learned.build(x.shape)
+    table = np.random.default_rng(2).normal(size=(20, 8)).astype("float32")
+    learned.embeddings.assign(table)
+    lookup = keras.layers.Embedding(20, 8)  # Keras' own layer with the same weights
+    lookup.build((None,))
+    lookup.embeddings.assign(table)
+    for start in (0, 14):
+        expected = x + ops.convert_to_numpy(lookup(np.arange(start, start + 6)))[None]
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(learned(x, start_index=start)), expected, atol=1e-6
+        )
+    with pytest.raises(ValueError, match=r"has 20 positions.*reach position 20"):
+        learned(x, start_index=15)
+
+
+def test_a_learned_positional_embedding_needs_its_size_and_round_trips_its_config():
+    with pytest.raises(ValueError, match=r"`max_positions` sizes the learned position table"):
+        layers.PositionalEmbedding(10, 8, positions="learned")
+    with pytest.raises(ValueError, match=r"`max_positions` sizes.*max_positions=32"):
+        layers.PositionalEmbedding(10, 8, max_positions=32)
+    with pytest.raises(ValueError, match=r"`positions` must be one of.*'rotary'"):
+        layers.PositionalEmbedding(10, 8, positions="rotary")
+    embed = layers.PositionalEmbedding(10, 7, positions="learned", max_positions=32)  # odd D
+    ids = np.array([[5, 8, 2, 0]])
+    x = ops.convert_to_numpy(embed(ids))
+    rows = ops.convert_to_numpy(embed.position_encoding.embeddings)[:4]
+    tokens = ops.convert_to_numpy(embed.token_embedding.embeddings)[ids[0]] * np.sqrt(7)
+    np.testing.assert_allclose(x[0], tokens + rows, atol=1e-5)
+    again = layers.PositionalEmbedding.from_config(embed.get_config())
+    again.build(ids.shape)
+    again.set_weights(embed.get_weights())
+    np.testing.assert_allclose(ops.convert_to_numpy(again(ids)), x, atol=1e-6)

@@ -51,6 +51,7 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         (True, None, {}),
         (False, "all", {}),
         (True, None, dict(num_encoder_layers=3, num_decoder_layers=1)),
+        (False, None, dict(positions="learned", max_positions=10)),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(
@@ -61,6 +62,11 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(
     source = rng.integers(1, 50, (3, 7)).astype("int32")
     source[1, 4:] = 0
     target = rng.integers(1, 60, (3, 6)).astype("int32")
+    model((source, target))
+    for stack in (model.encoder, model.decoder):
+        if stack.positions == "learned":  # rows as large as the tokens', so a wrong row shows
+            table = stack.embedding.position_encoding.embeddings
+            table.assign(rng.normal(size=table.shape).astype("float32"))
     full = model((source, target), training=False).numpy()  # (B, T, V)
 
     state = model.encode(source)

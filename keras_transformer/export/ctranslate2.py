@@ -67,7 +67,8 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
             `i`.
         target_pieces: the target vocabulary, likewise.
         positions: rows of the sinusoidal table, the longest sequence the
-            CTranslate2 model can read or write.
+            CTranslate2 model can read or write (a learned table keeps its
+            own `max_positions` rows).
         special_ids: the target vocabulary's `Tokenizer.special_ids`
             (`{"pad": 0, "unk": 1, "bos": 2, "eos": 3}`); None for the
             package's (`constants.SPECIAL_IDS`). CTranslate2 ends each source
@@ -152,17 +153,21 @@ def _numpy(variable):
 
 
 def _set_inputs(stack_spec, embedding, positions):
-    """Token embedding (V, D) and the sinusoidal table (positions, D)."""
+    """Token embedding (V, D) and the position table: the learned one
+    (max_positions, D), or the sinusoidal one computed for `positions` rows."""
     embeddings = stack_spec.embeddings  # the encoder's is a list, one per source feature
     embeddings = embeddings[0] if isinstance(embeddings, list) else embeddings
     embeddings.weight = _numpy(embedding.token_embedding.embeddings)
     stack_spec.scale_embeddings = True  # Embedding(ids) * sqrt(D)
-    table = positional_encoding(
-        positions,
-        embedding.d_model,
-        layout=embedding.layout,
-        max_wavelength=embedding.max_wavelength,
-    )
+    if embedding.positions == "learned":
+        table = embedding.position_encoding.embeddings  # (max_positions, D)
+    else:
+        table = positional_encoding(
+            positions,
+            embedding.d_model,
+            layout=embedding.layout,
+            max_wavelength=embedding.max_wavelength,
+        )  # (positions, D)
     stack_spec.position_encodings.encodings = _numpy(table)
 
 

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.adapters import as_step, as_step_model
-from keras_transformer.models.step import Step, StepModel
+from keras_transformer.models.step import Step, StepModel, max_positions_of
 
 
 class Ensemble(tf.Module, StepModel):
@@ -49,6 +49,8 @@ class Ensemble(tf.Module, StepModel):
         self.input_vocab_size, self.target_vocab_size = sizes.pop()
         self.grows_cache = all(decoder.grows_cache for decoder in self.decoders)
         self.restricts_vocabulary = all(d.restricts_vocabulary for d in self.decoders)
+        limits = [max_positions_of(model) for model in models]
+        self.max_positions = min((n for n in limits if n is not None), default=None)
 
     def encode(self, source_ids):
         """Each model's decoding state, a tuple in the order of `models`."""

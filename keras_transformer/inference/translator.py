@@ -15,6 +15,7 @@ from keras_transformer.inference.result import DecodingResult, TargetSide
 from keras_transformer.inference.shortlist import Shortlist, Shortlisted
 from keras_transformer.inference.strategy import make_search
 from keras_transformer.models import FixedCache, StepModel
+from keras_transformer.models.step import max_positions_of
 from keras_transformer.text import SourcePolicy, Tokenizer
 from keras_transformer.validation import check_tensorflow_backend
 
@@ -31,7 +32,9 @@ class Translator(tf.Module):
     translated as the empty string; invalid UTF-8 and unseen characters become
     the unknown id; sources longer than `max_source_length` tokens are cut to
     it (their first `max_source_length - 1` pieces are translated), which
-    `translate` and `truncated` report.
+    `translate` and `truncated` report. A model with a learned position table
+    reads at most its `max_positions` tokens: `max_source_length` is lowered
+    to that, and a `max_length` over it is refused.
 
     Args:
         model: a trained `keras_transformer.Transformer`, or an `Ensemble`
@@ -59,8 +62,9 @@ class Translator(tf.Module):
             (`translator.beam_size`).
 
     Raises:
-        ValueError: on an option out of range or unknown, or a tokenizer
-            whose vocabulary is larger than the model's embedding.
+        ValueError: on an option out of range or unknown, a tokenizer whose
+            vocabulary is larger than the model's embedding, or a
+            `max_length` over the model's `max_positions`.
 
     Examples:
         ```python
@@ -102,6 +106,15 @@ class Translator(tf.Module):
                     f"{tokenizer.vocab_size} ids, the model's {side} vocabulary "
                     f"{model_vocab}."
                 )
+        limit = max_positions_of(model)
+        if limit is not None:  # a learned position table: sources are cut to it
+            if options.max_length > limit:
+                raise ArgumentError(
+                    f"The model reads at most {limit} positions (its `max_positions`), "
+                    f"fewer than `max_length`. Received: max_length={options.max_length}"
+                )
+            options = options.replace(max_source_length=min(options.max_source_length, limit))
+        self.max_positions = limit
         self.model = model
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
@@ -374,11 +387,17 @@ class Translator(tf.Module):
                 source_ids, vocab, message=f"source_ids must be token ids < {vocab}"
             ),
         ]
+        length = tf.maximum(8, next_power_of_two(tf.shape(source_ids)[1]))  # S'
+        limit = self.max_positions
+        if limit is not None:  # the padding stays inside the position table
+            message = f"source_ids must hold at most max_positions={limit} tokens"
+            checks.append(
+                tf.debugging.assert_less_equal(tf.shape(source_ids)[1], limit, message=message)
+            )
+            length = tf.minimum(length, limit)
         with tf.control_dependencies(checks):
             batch = tf.shape(source_ids)[0]
-            padded = pad_columns(
-                source_ids, tf.maximum(8, next_power_of_two(tf.shape(source_ids)[1]))
-            )
+            padded = pad_columns(source_ids, length)
             if prefix_ids is not None:
                 prefix_ids = pad_columns(prefix_ids, next_power_of_two(tf.shape(prefix_ids)[1]))
             if constraint_ids is not None:  # at least 2 phrases of 4 tokens: fewer shapes

@@ -14,6 +14,7 @@ from keras_transformer.layers.masks import (
     padding_mask,
 )
 from keras_transformer.layers.positional_encoding import (
+    LearnedPositionalEncoding,
     PositionalEmbedding,
     PositionalEncoding,
     positional_encoding,
@@ -25,6 +26,7 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "LearnedPositionalEncoding",
     "MultiHeadAttention",
     "PositionalEmbedding",
     "PositionalEncoding",

@@ -137,6 +137,10 @@ class TransformerStack(keras.layers.Layer):
         embedding: optional `PositionalEmbedding` to use instead of a new
             one, so that two stacks share it (`Transformer` does this with
             `shared_embeddings="all"`). It is not part of `get_config`.
+        positions: `"sinusoidal"` (the paper's table, default) or
+            `"learned"` (a trained table of `max_positions` rows).
+        max_positions: rows of the learned position table; required with
+            `positions="learned"`, None otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -156,6 +160,8 @@ class TransformerStack(keras.layers.Layer):
         activation: str | Callable = "relu",
         positional_encoding_layout: str = "interleaved",
         embedding: PositionalEmbedding | None = None,
+        positions: str = "sinusoidal",
+        max_positions: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -171,20 +177,29 @@ class TransformerStack(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = keras.activations.get(activation)
         self.positional_encoding_layout = positional_encoding_layout
+        self.positions = positions
+        self.max_positions = max_positions
         if embedding is None:
             embedding = PositionalEmbedding(
                 vocab_size,
                 d_model,
                 dropout_rate=dropout_rate,
                 layout=positional_encoding_layout,
+                positions=positions,
+                max_positions=max_positions,
                 dtype=self.dtype_policy,
                 name="embedding",
             )
-        elif (embedding.vocab_size, embedding.d_model) != (vocab_size, d_model):
+        elif (embedding.vocab_size, embedding.d_model, embedding.positions) != (
+            vocab_size,
+            d_model,
+            positions,
+        ):
             raise ArgumentError(
-                "`embedding` must have this stack's vocab_size and d_model. Received: "
-                f"embedding with vocab_size={embedding.vocab_size}, "
-                f"d_model={embedding.d_model} for vocab_size={vocab_size}, d_model={d_model}"
+                "`embedding` must have this stack's vocab_size, d_model and positions. "
+                f"Received: embedding with vocab_size={embedding.vocab_size}, "
+                f"d_model={embedding.d_model}, positions={embedding.positions!r} for "
+                f"vocab_size={vocab_size}, d_model={d_model}, positions={positions!r}"
             )
         self.embedding = embedding
         self.blocks = [

@@ -188,6 +188,9 @@ class Decoder(TransformerStack):
             `"concatenated"` (TF tutorial).
         embedding: optional `PositionalEmbedding` to share with another
             stack instead of a new one (not part of `get_config`).
+        positions: `"sinusoidal"` (default) or `"learned"`.
+        max_positions: rows of the learned position table; required with
+            `positions="learned"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -93,6 +93,9 @@ class Encoder(TransformerStack):
             `"concatenated"` (TF tutorial).
         embedding: optional `PositionalEmbedding` to share with another
             stack instead of a new one (not part of `get_config`).
+        positions: `"sinusoidal"` (default) or `"learned"`.
+        max_positions: rows of the learned position table; required with
+            `positions="learned"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

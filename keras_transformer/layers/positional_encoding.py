@@ -1,4 +1,4 @@
-"""Sinusoidal positional encoding and token + position embedding (§3.4, §3.5)."""
+"""Positional encodings, sinusoidal (§3.5) or learned, and token + position embedding (§3.4)."""
 
 import math
 
@@ -16,6 +16,7 @@ from keras_transformer.validation import (
 )
 
 LAYOUTS = ("interleaved", "concatenated")
+POSITIONS = ("sinusoidal", "learned")
 
 
 def positional_encoding(length, depth, layout="interleaved", start=0, max_wavelength=10000):
@@ -121,10 +122,94 @@ class PositionalEncoding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
+class LearnedPositionalEncoding(keras.layers.Layer):
+    """Adds a trained position table to a sequence of vectors.
+
+    x[:, t] + P[start_index + t], with P a `(max_positions, D)` weight learned
+    with the model, as in BERT, Marian's `Wpos` or OpenNMT's learned position
+    embeddings. Unlike the sinusoidal table, it holds no position beyond
+    `max_positions - 1`: a longer input is an error (named here where its
+    length is known; a search checks its lengths before it starts).
+
+    Args:
+        max_positions: rows of the table, the longest sequence the layer reads.
+        embeddings_initializer: initializer of the table. Defaults to Keras'
+            `Embedding` default, uniform in [-0.05, 0.05].
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(B, L, D)`.
+        start_index: position of the first element (for step-by-step
+            decoding). Defaults to 0.
+
+    Returns:
+        `(B, L, D)`: inputs + P[start_index : start_index + L]; the input's
+        Keras mask passes through.
+
+    Raises:
+        ValueError: on a non-positive `max_positions`, or an input of known
+            length that reaches past the table.
+
+    Examples:
+        ```python
+        x = np.zeros((2, 10, 64), "float32")
+        LearnedPositionalEncoding(max_positions=128)(x)  # (2, 10, 64): rows 0..9 of the table
+        ```
+    """
+
+    def __init__(
+        self,
+        max_positions: int,
+        embeddings_initializer: str | keras.initializers.Initializer = "uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_positive_int("max_positions", max_positions)
+        self.max_positions = max_positions
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+        self.supports_masking = True
+
+    def build(self, inputs_shape):
+        if self.built:  # shared by two stacks, built by the first
+            return
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.max_positions, inputs_shape[-1]),
+            initializer=self.embeddings_initializer,
+        )  # (P, D)
+
+    def call(self, inputs, start_index=0):
+        length = inputs.shape[1]
+        if isinstance(length, int) and isinstance(start_index, int):
+            if start_index + length > self.max_positions:
+                raise ArgumentError(
+                    f"The learned position table has {self.max_positions} positions "
+                    f"(`max_positions`); the inputs reach position {start_index + length - 1}."
+                )
+        positions = ops.arange(ops.shape(inputs)[1]) + start_index  # (L,)
+        table = ops.take(self.embeddings, positions, axis=0)  # (L, D)
+        return inputs + ops.cast(table, inputs.dtype)[None]  # (B, L, D)
+
+    def compute_output_shape(self, inputs_shape):
+        return inputs_shape
+
+    def get_config(self):
+        config = {
+            "max_positions": self.max_positions,
+            "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+        }
+        return {**super().get_config(), **config}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEmbedding(keras.layers.Layer):
     """Token embedding scaled by sqrt(d_model), plus positional encoding, then dropout.
 
     x = Dropout(Embedding(ids) * sqrt(d_model) + PE)  (§3.4, §3.5, §5.4)
+
+    PE is the paper's sinusoidal table (`PositionalEncoding`) or, with
+    `positions="learned"`, a trained table of `max_positions` rows
+    (`LearnedPositionalEncoding`).
 
     Token id 0 is padding: the layer's output carries the Keras mask
     `token_ids != 0` (True = real token), which attention layers downstream
@@ -132,7 +217,7 @@ class PositionalEmbedding(keras.layers.Layer):
 
     Args:
         vocab_size: number of token ids V.
-        d_model: embedding size D (even).
+        d_model: embedding size D (even for the sinusoidal table).
         dropout_rate: dropout on the sum. Defaults to 0.
         layout: positional-encoding layout, `"interleaved"` (paper, default)
             or `"concatenated"` (TF tutorial).
@@ -140,6 +225,10 @@ class PositionalEmbedding(keras.layers.Layer):
         embeddings_initializer: defaults to a normal with stddev
             d_model^-0.5, so the scaled embeddings have unit variance like the
             positional encoding.
+        positions: `"sinusoidal"` (the paper's table, default) or
+            `"learned"` (a trained table).
+        max_positions: rows of the learned table, the longest sequence the
+            layer reads; required with `positions="learned"`, None otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -151,13 +240,16 @@ class PositionalEmbedding(keras.layers.Layer):
         `(B, L, D)` with Keras mask `(B, L)`.
 
     Raises:
-        ValueError: on non-positive sizes, an odd `d_model`, a bad rate or
-            layout, or token ids that are not an integer `(B, L)` tensor.
+        ValueError: on non-positive sizes, an odd `d_model` with the
+            sinusoidal table, a bad rate, layout or `positions`, a learned
+            table without `max_positions`, or token ids that are not an
+            integer `(B, L)` tensor.
 
     Examples:
         ```python
         embed = PositionalEmbedding(vocab_size=1000, d_model=64)
         x = embed(np.array([[5, 8, 2, 0, 0]]))  # (1, 5, 64), x._keras_mask (1, 5)
+        learned = PositionalEmbedding(1000, 64, positions="learned", max_positions=256)
         ```
     """
 
@@ -169,12 +261,21 @@ class PositionalEmbedding(keras.layers.Layer):
         layout: str = "interleaved",
         max_wavelength: int = 10000,
         embeddings_initializer: str | keras.initializers.Initializer | None = None,
+        positions: str = "sinusoidal",
+        max_positions: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("d_model", d_model)
-        if d_model % 2:
+        check_choice("positions", positions, POSITIONS)
+        if (positions == "learned") != (max_positions is not None):
+            raise ArgumentError(
+                "`max_positions` sizes the learned position table: give it with "
+                '`positions="learned"` and only then. '
+                f"Received: positions={positions!r}, max_positions={max_positions!r}"
+            )
+        if positions == "sinusoidal" and d_model % 2:
             raise ArgumentError(
                 f"`d_model` must be even for the sinusoidal positional encoding. "
                 f"Received: d_model={d_model}"
@@ -185,6 +286,8 @@ class PositionalEmbedding(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.layout = layout
         self.max_wavelength = max_wavelength
+        self.positions = positions
+        self.max_positions = max_positions
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer or keras.initializers.RandomNormal(stddev=d_model**-0.5)
         )
@@ -195,12 +298,17 @@ class PositionalEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
-        self.position_encoding = PositionalEncoding(
-            layout=layout,
-            max_wavelength=max_wavelength,
-            dtype=self.dtype_policy,
-            name="position_encoding",
-        )
+        if positions == "learned":
+            self.position_encoding = LearnedPositionalEncoding(
+                max_positions, dtype=self.dtype_policy, name="position_encoding"
+            )
+        else:
+            self.position_encoding = PositionalEncoding(
+                layout=layout,
+                max_wavelength=max_wavelength,
+                dtype=self.dtype_policy,
+                name="position_encoding",
+            )
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
     def build(self, token_ids_shape):
@@ -230,5 +338,7 @@ class PositionalEmbedding(keras.layers.Layer):
             "layout": self.layout,
             "max_wavelength": self.max_wavelength,
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
+            "positions": self.positions,
+            "max_positions": self.max_positions,
         }
         return {**super().get_config(), **config}

@@ -41,9 +41,12 @@ class StepModel:
 
     Subclasses implement the five methods; `grows_cache` says whether
     `grow_cache` may be called (a search then starts with a short cache and
-    grows it with the output, `inference.loop.cache_lengths`), and
+    grows it with the output, `inference.loop.cache_lengths`),
     `restricts_vocabulary` whether `restrict_vocabulary` may (a lexical
-    shortlist, `inference.Shortlisted`, decodes through it).
+    shortlist, `inference.Shortlisted`, decodes through it), and
+    `max_positions` is the longest source or target the model reads (None:
+    no limit; a learned position table has one), which `Translator` checks
+    its lengths against.
 
     The shapes: B sentences, k hypotheses per sentence, L cache positions,
     V target vocabulary, S source length. `state` and `cache` are nests of
@@ -58,6 +61,8 @@ class StepModel:
             return Step(logits + 1.0, cache, attention)
     ```
     """
+
+    max_positions = None
 
     grows_cache = False
     restricts_vocabulary = False
@@ -112,6 +117,10 @@ class StepWrapper(StepModel):
         return self.model.grows_cache
 
     @property
+    def max_positions(self):
+        return max_positions_of(self.model)
+
+    @property
     def restricts_vocabulary(self):
         return self.model.restricts_vocabulary
 
@@ -159,3 +168,9 @@ class FixedCache(StepWrapper):
     """
 
     grows_cache = False
+
+
+def max_positions_of(model):
+    """The longest source or target `model` reads: its `max_positions`, or None
+    (no limit) for an object with the step methods alone."""
+    return getattr(model, "max_positions", None)

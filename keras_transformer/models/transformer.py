@@ -58,6 +58,13 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             None. A deep encoder with a shallow decoder decodes faster for
             the same size (Kasai et al., 2021): the encoder runs once per
             sentence, the decoder once per output token.
+        positions: how the model tells where a token is: `"sinusoidal"`
+            (the paper's fixed table, default) or `"learned"` (a trained
+            table of `max_positions` rows per side, added like the
+            sinusoidal one).
+        max_positions: rows of the learned position table, the longest
+            source or target the model reads; required with
+            `positions="learned"`, None otherwise.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -102,6 +109,8 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         shared_embeddings: str | None = None,
         num_encoder_layers: int | None = None,
         num_decoder_layers: int | None = None,
+        positions: str = "sinusoidal",
+        max_positions: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -136,6 +145,8 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         self.shared_embeddings = shared_embeddings
         self.num_encoder_layers = num_encoder_layers
         self.num_decoder_layers = num_decoder_layers
+        self.positions = positions
+        self.max_positions = max_positions
         shared = dict(
             arguments_of(self, TransformerStack, exclude=("num_layers", "vocab_size", "embedding")),
             dtype=self.dtype_policy,
