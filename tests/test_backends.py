@@ -37,6 +37,8 @@ JAX_SIDE = textwrap.dedent(
     x, y = (batch["source"], batch["target_in"]), batch["target_out"]
     model = keras.models.load_model(os.path.join(directory, "tensorflow.keras"))
     np.save(os.path.join(directory, "jax_logits.npy"), np.asarray(model(x)))
+    learned = keras.models.load_model(os.path.join(directory, "learned.keras"))
+    np.save(os.path.join(directory, "jax_learned_logits.npy"), np.asarray(learned(x)))
     keras.utils.set_random_seed(0)
     model.compile(
         optimizer=kt.transformer_optimizer(32, warmup_steps=4, scale=0.1),
@@ -102,12 +104,20 @@ def test_a_transformer_moves_between_tensorflow_and_jax(tmp_path):
     np.savez(tmp_path / "batch.npz", source=source, target_in=x[1], target_out=y)
     expected = np.asarray(model(x))
     model.save(tmp_path / "tensorflow.keras")
+    learned = kt.Transformer(2, 32, 4, 64, 40, 50, positions="learned", max_positions=8)
+    learned(x)
+    for stack in (learned.encoder, learned.decoder):  # rows that change the logits
+        table = stack.embedding.position_encoding.embeddings
+        table.assign(rng.normal(size=table.shape).astype("float32"))
+    learned.save(tmp_path / "learned.keras")
 
     done = on_jax("-c", JAX_SIDE, str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["backend"] == "jax"
     np.testing.assert_allclose(np.load(tmp_path / "jax_logits.npy"), expected, atol=1e-5)
+    jax_learned = np.load(tmp_path / "jax_learned_logits.npy")
+    np.testing.assert_allclose(jax_learned, np.asarray(learned(x)), atol=1e-5)
     losses = report["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 2.0, losses
     trained_logits = np.load(tmp_path / "jax_trained_logits.npy")
