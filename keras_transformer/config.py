@@ -29,6 +29,7 @@ from keras_transformer.datasets.splits import CORPUS_KINDS
 from keras_transformer.errors import ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import OPTION_RULES
+from keras_transformer.layers.base import ADD_POSITIONS
 from keras_transformer.layers.positional_encoding import LAYOUTS, POSITIONS
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
@@ -212,6 +213,7 @@ RULES = {
         "num_decoder_layers": optional(POSITIVE_INT),
         "positions": one_of(*POSITIONS),
         "max_positions": optional(POSITIVE_INT),
+        "add_positions": one_of(*ADD_POSITIONS),
     },
     "train": {
         "epochs": POSITIVE_INT,

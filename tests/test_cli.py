@@ -559,6 +559,7 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
         "num_decoder_layers": 1,
         "positions": "learned",
         "max_positions": 80,
+        "add_positions": "every_layer",
     }
     assert chosen.keys() == DEFAULTS["model"].keys()
     for name, value in chosen.items():

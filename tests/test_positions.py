@@ -1,10 +1,11 @@
-"""A learned position table through every path: the translator, the SavedModel and LiteRT.
+"""Learned positions, and positions in every layer, through the translator and the exports.
 
 The layers and the cached step are checked against references in
 `test_positional_encoding.py` and `test_search.py`, CTranslate2's scores in
 `test_ctranslate2.py`; here an untrained model with a learned table whose rows
 are as large as its token embeddings (so a row read at the wrong position
-changes the outputs) is exported and decoded sentence by sentence.
+changes the outputs), added in every layer, is exported and decoded sentence
+by sentence.
 """
 
 import numpy as np
@@ -21,14 +22,41 @@ from keras_transformer.text import SentencePieceTokenizer
 MAX_POSITIONS = 24
 
 
+def test_positions_in_every_layer_enter_each_layers_input():
+    """Every layer reads the previous layer's output plus the sinusoidal table (the
+    formula's, checked against NumPy in test_positional_encoding.py)."""
+    encoder = kt.layers.Encoder(3, 16, 2, 32, 50, add_positions="every_layer")
+    ids = np.array([[5, 9, 4, 3, 0, 0]])
+    encoded = encoder(ids).numpy()
+    mask = ids != 0
+    table = kt.layers.positional_encoding(6, 16).numpy()[None]  # (1, 6, 16)
+    x = encoder.embedding(ids)
+    for index, block in enumerate(encoder.blocks):
+        x = block(x if index == 0 else x + table, mask=mask)
+    np.testing.assert_allclose(encoded, x.numpy(), atol=1e-5)
+    plain = kt.layers.Encoder.from_config({**encoder.get_config(), "add_positions": "input"})
+    plain.build(ids.shape)
+    plain.set_weights(encoder.get_weights())  # the same weights, positions at the input only
+    assert np.abs(plain(ids).numpy() - encoded).max() > 0.1
+
+
 @pytest.fixture(scope="module")
 def learned():
-    """`(model, tokenizer, sentences)`: an untrained 2-layer model with learned positions."""
+    """`(model, tokenizer, sentences)`: an untrained 2-layer model with learned positions
+    added in every layer."""
     corpus = numbers_corpus("train")[:400]
     tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
     vocab = tokenizer.vocab_size
     model = kt.Transformer(
-        2, 32, 4, 64, vocab, vocab, positions="learned", max_positions=MAX_POSITIONS
+        2,
+        32,
+        4,
+        64,
+        vocab,
+        vocab,
+        positions="learned",
+        max_positions=MAX_POSITIONS,
+        add_positions="every_layer",
     )
     model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
     rng = np.random.default_rng(0)

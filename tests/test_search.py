@@ -52,6 +52,8 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         (False, "all", {}),
         (True, None, dict(num_encoder_layers=3, num_decoder_layers=1)),
         (False, None, dict(positions="learned", max_positions=10)),
+        (True, "all", dict(positions="learned", max_positions=10, add_positions="every_layer")),
+        (False, None, dict(add_positions="every_layer")),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(

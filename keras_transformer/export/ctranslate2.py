@@ -78,8 +78,9 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
         A `ctranslate2.specs.TransformerSpec`, ready for a converter.
 
     Raises:
-        ValueError: on an activation CTranslate2 does not have, or a
-            vocabulary larger than the model's.
+        ValueError: on an activation or a way of adding positions
+            CTranslate2 does not have, or a vocabulary larger than the
+            model's.
 
     Examples:
         ```python
@@ -88,6 +89,11 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
     """
     ct2 = _ctranslate2()
     specs = ct2.specs
+    if model.add_positions != "input":
+        raise ArgumentError(
+            "CTranslate2's Transformer adds positions to the embeddings only; this model adds "
+            f"them to every layer (add_positions={model.add_positions!r})."
+        )
     activation = keras.activations.serialize(model.activation)
     if activation not in _ACTIVATIONS:
         raise ArgumentError(

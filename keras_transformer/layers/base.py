@@ -9,7 +9,9 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.positional_encoding import PositionalEmbedding
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.validation import check_choice, check_positive_int, check_rate
+
+ADD_POSITIONS = ("input", "every_layer")
 
 
 def arguments_of(obj, cls, exclude=()):
@@ -141,6 +143,10 @@ class TransformerStack(keras.layers.Layer):
             `"learned"` (a trained table of `max_positions` rows).
         max_positions: rows of the learned position table; required with
             `positions="learned"`, None otherwise.
+        add_positions: where the positions enter: `"input"` (the
+            embeddings, as in the paper, default) or `"every_layer"` (the
+            embeddings and the input of every further layer, with no
+            dropout there).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -162,10 +168,12 @@ class TransformerStack(keras.layers.Layer):
         embedding: PositionalEmbedding | None = None,
         positions: str = "sinusoidal",
         max_positions: int | None = None,
+        add_positions: str = "input",
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
+        check_choice("add_positions", add_positions, ADD_POSITIONS)
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
@@ -179,6 +187,7 @@ class TransformerStack(keras.layers.Layer):
         self.positional_encoding_layout = positional_encoding_layout
         self.positions = positions
         self.max_positions = max_positions
+        self.add_positions = add_positions
         if embedding is None:
             embedding = PositionalEmbedding(
                 vocab_size,
@@ -220,6 +229,13 @@ class TransformerStack(keras.layers.Layer):
         if self.final_norm is not None:
             self.final_norm.build(hidden_shape)
         return hidden_shape
+
+    def _layer_input(self, x, index, start_index=0):
+        """What block `index` reads: `x`, plus the positions from the second block on
+        where they enter every layer."""
+        if index == 0 or self.add_positions == "input":
+            return x
+        return self.embedding.position_encoding(x, start_index=start_index)  # (B, L, D)
 
     def _final(self, x):
         return x if self.final_norm is None else self.final_norm(x)

@@ -191,6 +191,7 @@ class Decoder(TransformerStack):
         positions: `"sinusoidal"` (default) or `"learned"`.
         max_positions: rows of the learned position table; required with
             `positions="learned"`.
+        add_positions: `"input"` (default) or `"every_layer"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -238,9 +239,9 @@ class Decoder(TransformerStack):
         mask = self.embedding.compute_mask(token_ids)  # (B, T)
         x = self.embedding(token_ids, training=training)  # (B, T, D)
         scores = []
-        for block in self.blocks:
+        for index, block in enumerate(self.blocks):
             x, block_scores = block(
-                x,
+                self._layer_input(x, index),
                 context,
                 inputs_mask=mask,
                 context_mask=context_mask,
@@ -325,7 +326,7 @@ class Decoder(TransformerStack):
             zip(self.blocks, self_cache.layers, cross_cache, strict=True)
         ):
             x, pair, scores = block.call_with_cache(
-                x, step, pair, cross_pair, context_mask, self_mask
+                self._layer_input(x, index, step), step, pair, cross_pair, context_mask, self_mask
             )  # scores (B * k, H, 1, S)
             if index == chosen:
                 attention = ops.mean(scores[:, :, 0], axis=1)  # (B * k, S)

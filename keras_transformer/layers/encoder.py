@@ -96,6 +96,7 @@ class Encoder(TransformerStack):
         positions: `"sinusoidal"` (default) or `"learned"`.
         max_positions: rows of the learned position table; required with
             `positions="learned"`.
+        add_positions: `"input"` (default) or `"every_layer"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -128,8 +129,8 @@ class Encoder(TransformerStack):
         check_token_ids("token_ids", token_ids)
         mask = self.embedding.compute_mask(token_ids)  # (B, S)
         x = self.embedding(token_ids, training=training)  # (B, S, D)
-        for block in self.blocks:
-            x = block(x, mask=mask, training=training)  # (B, S, D)
+        for index, block in enumerate(self.blocks):
+            x = block(self._layer_input(x, index), mask=mask, training=training)  # (B, S, D)
         return self._final(x)
 
     def compute_output_shape(self, token_ids_shape):

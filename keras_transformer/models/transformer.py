@@ -60,11 +60,11 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             sentence, the decoder once per output token.
         positions: how the model tells where a token is: `"sinusoidal"`
             (the paper's fixed table, default) or `"learned"` (a trained
-            table of `max_positions` rows per side, added like the
-            sinusoidal one).
-        max_positions: rows of the learned position table, the longest
-            source or target the model reads; required with
-            `positions="learned"`, None otherwise.
+            table of `max_positions` rows per side).
+        max_positions: rows of the learned table, the longest source or
+            target the model reads; required with `positions="learned"`.
+        add_positions: where the positions enter each stack: `"input"` (the
+            embeddings, default) or `"every_layer"` (every layer's input too).
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -111,6 +111,7 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         num_decoder_layers: int | None = None,
         positions: str = "sinusoidal",
         max_positions: int | None = None,
+        add_positions: str = "input",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -147,6 +148,7 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         self.num_decoder_layers = num_decoder_layers
         self.positions = positions
         self.max_positions = max_positions
+        self.add_positions = add_positions
         shared = dict(
             arguments_of(self, TransformerStack, exclude=("num_layers", "vocab_size", "embedding")),
             dtype=self.dtype_policy,
