@@ -92,6 +92,7 @@ def test_the_saved_model_and_litert_translate_as_the_translator_does(learned, tm
     from keras_transformer.export.litert import export_litert
     from keras_transformer.export.litert_runtime import LiteRTTranslator
 
-    greedy = translator.copy(beam_size=1, max_source_length=16)  # the LiteRT file's limit
-    litert = LiteRTTranslator(export_litert(greedy, tmp_path / "litert", max_source_length=16))
+    greedy = translator.copy(beam_size=1)
+    litert = LiteRTTranslator(export_litert(greedy, tmp_path / "litert"))  # 64 by default
+    assert litert.max_source_length == MAX_POSITIONS  # the table's, not the default 64
     assert litert(sentences) == kt.inference.translate_lines(greedy, sentences)

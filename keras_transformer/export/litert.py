@@ -60,6 +60,8 @@ def export_litert(
             activations quantized on the fly in the matrix products).
         max_source_length: the model's fixed source length in pieces, EOS
             included; longer sources are cut to it, as `Translator` cuts them.
+            A model with a learned position table reads at most its
+            `max_positions`.
 
     Returns:
         `directory`, which `LiteRTTranslator` reads.
@@ -98,6 +100,7 @@ def export_litert(
             "). Give the translator `model.float32_copy()`."
         )
     plain = translator.copy(jit_compile=False, max_source_length=max_source_length)
+    max_source_length = plain.max_source_length  # at most a learned position table's rows
 
     @tf.function(
         input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")],
