@@ -30,7 +30,7 @@ from keras_transformer.errors import ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import OPTION_RULES
 from keras_transformer.layers.base import ADD_POSITIONS
-from keras_transformer.layers.positional_encoding import LAYOUTS, POSITIONS
+from keras_transformer.layers.positional_encoding import LAYOUTS, POSITIONS, check_positions
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
@@ -300,7 +300,7 @@ def load_config(path=None, overrides=(), base=None):
         dotted, raw = override.split("=", 1)
         set_value(config, dotted.strip(), yaml.safe_load(raw) if raw.strip() else None)
     check_decode_section(config["decode"])
-    check_positions(config)
+    check_model_positions(config)
     t = config["train"]
     if t["cooldown_epochs"] > t["epochs"]:
         raise ConfigError(
@@ -317,16 +317,14 @@ def load_config(path=None, overrides=(), base=None):
     return config
 
 
-def check_positions(config):
+def check_model_positions(config):
     """A `ConfigError` where a learned position table lacks its size or is shorter than
     the sentences the run trains on or decodes."""
     model, data, decode = config["model"], config["data"], config["decode"]
-    if (model["positions"] == "learned") != (model["max_positions"] is not None):
-        raise ConfigError(
-            "model.max_positions sizes the learned position table: set it with "
-            f"model.positions=learned and only then. Received: positions={model['positions']}, "
-            f"max_positions={model['max_positions']}"
-        )
+    try:
+        check_positions(model["positions"], model["max_positions"])
+    except ValueError as error:
+        raise ConfigError(f"The model section's positions do not go together: {error}") from None
     lengths = {
         "data.max_length": data["max_length"],
         "decode.max_length": decode["max_length"],

@@ -111,6 +111,15 @@ def test_decode_options_that_do_not_go_together_are_refused_on_load(overrides, m
     assert message in str(error.value)
 
 
+def test_a_learned_position_table_needs_its_size_and_room_for_the_runs_sentences():
+    with pytest.raises(cfg.ConfigError, match="positions do not go together.*max_positions=None"):
+        cfg.load_config(overrides=["model.positions=learned"])
+    with pytest.raises(cfg.ConfigError, match="max_positions=50 is shorter.*data.max_length=64"):
+        cfg.load_config(overrides=["model.positions=learned", "model.max_positions=50"])
+    config = cfg.load_config(overrides=["model.positions=learned", "model.max_positions=64"])
+    assert config["model"]["max_positions"] == 64
+
+
 def test_mixed_precision_names_the_policy_it_trains_under():
     for value, policy in [("true", "mixed_bfloat16"), ("float16", "mixed_float16")]:
         config = cfg.load_config(overrides=[f"train.mixed_precision={value}"])

@@ -11,7 +11,7 @@ by sentence.
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import saved_model_ops, tf_serving_ops
+from conftest import randomize_position_tables, saved_model_ops, tf_serving_ops
 
 import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
@@ -59,10 +59,7 @@ def learned():
         add_positions="every_layer",
     )
     model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
-    rng = np.random.default_rng(0)
-    for stack in (model.encoder, model.decoder):
-        table = stack.embedding.position_encoding.embeddings  # (24, 32)
-        table.assign(rng.normal(size=table.shape).astype("float32"))
+    randomize_position_tables(model)
     return model, tokenizer, corpus.sources[:20] + ["", "eins " * 40]
 
 

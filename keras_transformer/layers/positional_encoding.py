@@ -53,6 +53,18 @@ def positional_encoding(length, depth, layout="interleaved", start=0, max_wavele
     return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)  # (L, D)
 
 
+def check_positions(positions, max_positions):
+    """A `ValueError` unless `positions` is a scheme of `POSITIONS` and `max_positions`, the
+    learned table's rows, is given with `"learned"` and only then."""
+    check_choice("positions", positions, POSITIONS)
+    if (positions == "learned") != (max_positions is not None):
+        raise ArgumentError(
+            "`max_positions` sizes the learned position table: give it with "
+            '`positions="learned"` and only then. '
+            f"Received: positions={positions!r}, max_positions={max_positions!r}"
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionalEncoding(keras.layers.Layer):
     """Adds the sinusoidal positional encoding to a sequence of vectors.
@@ -268,13 +280,7 @@ class PositionalEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("d_model", d_model)
-        check_choice("positions", positions, POSITIONS)
-        if (positions == "learned") != (max_positions is not None):
-            raise ArgumentError(
-                "`max_positions` sizes the learned position table: give it with "
-                '`positions="learned"` and only then. '
-                f"Received: positions={positions!r}, max_positions={max_positions!r}"
-            )
+        check_positions(positions, max_positions)
         if positions == "sinusoidal" and d_model % 2:
             raise ArgumentError(
                 f"`d_model` must be even for the sinusoidal positional encoding. "
