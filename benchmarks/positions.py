@@ -34,7 +34,12 @@ SHORTENED = [
     "tokenizer.sampling_alpha=null",
 ]
 # What each scheme needs beyond its name.
-SCHEME_SETTINGS = {"sinusoidal": [], "learned": ["model.max_positions=128"]}
+SCHEME_SETTINGS = {
+    "sinusoidal": [],
+    "learned": ["model.max_positions=128"],
+    "rotary": [],
+    "relative": ["model.max_relative_position=16"],
+}
 
 
 def main():

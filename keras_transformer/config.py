@@ -29,8 +29,13 @@ from keras_transformer.datasets.splits import CORPUS_KINDS
 from keras_transformer.errors import ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import OPTION_RULES
-from keras_transformer.layers.base import ADD_POSITIONS
-from keras_transformer.layers.positional_encoding import LAYOUTS, POSITIONS, check_positions
+from keras_transformer.layers.positional_encoding import (
+    ADD_POSITIONS,
+    LAYOUTS,
+    POSITIONS,
+    check_positions,
+)
+from keras_transformer.layers.relative import check_relative_position
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
@@ -214,6 +219,7 @@ RULES = {
         "positions": one_of(*POSITIONS),
         "max_positions": optional(POSITIVE_INT),
         "add_positions": one_of(*ADD_POSITIONS),
+        "max_relative_position": optional(POSITIVE_INT),
     },
     "train": {
         "epochs": POSITIVE_INT,
@@ -318,11 +324,13 @@ def load_config(path=None, overrides=(), base=None):
 
 
 def check_model_positions(config):
-    """A `ConfigError` where a learned position table lacks its size or is shorter than
-    the sentences the run trains on or decodes."""
+    """A `ConfigError` where the position options do not go together (`check_positions`,
+    `check_relative_position`) or a learned table is shorter than the sentences the run
+    trains on or decodes."""
     model, data, decode = config["model"], config["data"], config["decode"]
     try:
-        check_positions(model["positions"], model["max_positions"])
+        check_positions(model["positions"], model["max_positions"], model["add_positions"])
+        check_relative_position(model["positions"], model["max_relative_position"])
     except ValueError as error:
         raise ConfigError(f"The model section's positions do not go together: {error}") from None
     lengths = {

@@ -193,9 +193,12 @@ def tf_serving_ops():
 
 
 def randomize_position_tables(model, seed=0):
-    """Gives a built model's learned position tables N(0, 1) rows, as large as its scaled
-    token embeddings, so that a row read at the wrong position changes the outputs."""
+    """Gives a built model's learned position tables (if it has any) N(0, 1) rows, as large
+    as its scaled token embeddings, so that a row read at the wrong position changes the
+    outputs."""
     rng = np.random.default_rng(seed)
     for stack in (model.encoder, model.decoder):
+        if stack.embedding.positions != "learned":
+            continue
         table = stack.embedding.position_encoding.embeddings  # (max_positions, D)
         table.assign(rng.normal(size=table.shape).astype("float32"))

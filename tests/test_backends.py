@@ -38,8 +38,9 @@ JAX_SIDE = textwrap.dedent(
     x, y = (batch["source"], batch["target_in"]), batch["target_out"]
     model = keras.models.load_model(os.path.join(directory, "tensorflow.keras"))
     np.save(os.path.join(directory, "jax_logits.npy"), np.asarray(model(x)))
-    learned = keras.models.load_model(os.path.join(directory, "learned.keras"))
-    np.save(os.path.join(directory, "jax_learned_logits.npy"), np.asarray(learned(x)))
+    for scheme in ("learned", "rotary", "relative"):  # beside the sinusoidal table
+        other = keras.models.load_model(os.path.join(directory, f"{scheme}.keras"))
+        np.save(os.path.join(directory, f"jax_{scheme}_logits.npy"), np.asarray(other(x)))
     keras.utils.set_random_seed(0)
     model.compile(
         optimizer=kt.transformer_optimizer(32, warmup_steps=4, scale=0.1),
@@ -105,18 +106,26 @@ def test_a_transformer_moves_between_tensorflow_and_jax(tmp_path):
     np.savez(tmp_path / "batch.npz", source=source, target_in=x[1], target_out=y)
     expected = np.asarray(model(x))
     model.save(tmp_path / "tensorflow.keras")
-    learned = kt.Transformer(2, 32, 4, 64, 40, 50, positions="learned", max_positions=8)
-    learned(x)
-    randomize_position_tables(learned)
-    learned.save(tmp_path / "learned.keras")
+    schemes = {
+        "learned": kt.Transformer(2, 32, 4, 64, 40, 50, positions="learned", max_positions=8),
+        "rotary": kt.Transformer(2, 32, 4, 64, 40, 50, positions="rotary"),
+        "relative": kt.Transformer(
+            2, 32, 4, 64, 40, 50, positions="relative", max_relative_position=3
+        ),
+    }
+    for scheme, other in schemes.items():
+        other(x)
+        randomize_position_tables(other)
+        other.save(tmp_path / f"{scheme}.keras")
 
     done = on_jax("-c", JAX_SIDE, str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["backend"] == "jax"
     np.testing.assert_allclose(np.load(tmp_path / "jax_logits.npy"), expected, atol=1e-5)
-    jax_learned = np.load(tmp_path / "jax_learned_logits.npy")
-    np.testing.assert_allclose(jax_learned, np.asarray(learned(x)), atol=1e-5)
+    for scheme, other in schemes.items():
+        on_jax_logits = np.load(tmp_path / f"jax_{scheme}_logits.npy")
+        np.testing.assert_allclose(on_jax_logits, np.asarray(other(x)), atol=1e-5, err_msg=scheme)
     losses = report["loss"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 2.0, losses
     trained_logits = np.load(tmp_path / "jax_trained_logits.npy")

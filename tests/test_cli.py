@@ -541,7 +541,7 @@ def test_a_run_whose_start_failed_before_its_data_loaded_takes_a_changed_config(
 
 
 def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
-    from keras_transformer.config import DEFAULTS
+    from keras_transformer.config import DEFAULTS, load_config
 
     chosen = {
         "num_layers": 2,
@@ -557,18 +557,20 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
         "shared_embeddings": "all",
         "num_encoder_layers": 3,
         "num_decoder_layers": 1,
-        "positions": "learned",
-        "max_positions": 80,
-        "add_positions": "every_layer",
+        "positions": "relative",
+        "max_relative_position": 4,
     }
-    assert chosen.keys() == DEFAULTS["model"].keys()
-    for name, value in chosen.items():
+    with_a_table = {"positions": "learned", "max_positions": 80, "add_positions": "every_layer"}
+    assert chosen.keys() | with_a_table.keys() == DEFAULTS["model"].keys()
+    for name, value in {**chosen, **with_a_table}.items():
         assert value != DEFAULTS["model"][name], name
     overrides = [f"model.{k}={str(v).lower()}" for k, v in chosen.items()]
     run_dir = tmp_path / "run"
     assert tiny_train(run_dir, "train.epochs=1", "data.train_limit=64", *overrides) == 0
     config = keras.models.load_model(run_dir / "model.keras").get_config()
     assert {k: config[k] for k in chosen} == chosen
+    table = load_config(overrides=[f"model.{k}={v}" for k, v in with_a_table.items()])["model"]
+    assert {k: table[k] for k in with_a_table} == with_a_table  # a learned table's keys
 
 
 def test_config_file_sets_options(tmp_path):

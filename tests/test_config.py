@@ -111,13 +111,21 @@ def test_decode_options_that_do_not_go_together_are_refused_on_load(overrides, m
     assert message in str(error.value)
 
 
-def test_a_learned_position_table_needs_its_size_and_room_for_the_runs_sentences():
+def test_position_options_that_do_not_go_together_are_refused_on_load():
     with pytest.raises(cfg.ConfigError, match="positions do not go together.*max_positions=None"):
         cfg.load_config(overrides=["model.positions=learned"])
     with pytest.raises(cfg.ConfigError, match="max_positions=50 is shorter.*data.max_length=64"):
         cfg.load_config(overrides=["model.positions=learned", "model.max_positions=50"])
     config = cfg.load_config(overrides=["model.positions=learned", "model.max_positions=64"])
     assert config["model"]["max_positions"] == 64
+    rotary = ["model.positions=rotary", "model.add_positions=every_layer"]
+    with pytest.raises(cfg.ConfigError, match="positions='rotary' has none"):
+        cfg.load_config(overrides=rotary)
+    assert cfg.load_config(overrides=rotary[:1])["model"]["positions"] == "rotary"
+    with pytest.raises(cfg.ConfigError, match="max_relative_position=None"):
+        cfg.load_config(overrides=["model.positions=relative"])
+    relative = ["model.positions=relative", "model.max_relative_position=16"]
+    assert cfg.load_config(overrides=relative)["model"]["max_relative_position"] == 16
 
 
 def test_mixed_precision_names_the_policy_it_trains_under():

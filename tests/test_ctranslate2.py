@@ -47,12 +47,16 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
         ),
         dict(num_encoder_layers=3, num_decoder_layers=1),
         dict(positions="learned", max_positions=48),
+        dict(positions="rotary", norm_first=True),
+        dict(positions="relative", max_relative_position=4),
     ],
     ids=[
         "post_ln",
         "pre_ln_tied_gelu_concatenated",
         "deep_encoder_shallow_decoder",
         "learned_positions",
+        "rotary_pre_ln",
+        "relative",
     ],
 )
 def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tmp_path):

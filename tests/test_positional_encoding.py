@@ -103,7 +103,13 @@ def test_a_learned_positional_embedding_needs_its_size_and_round_trips_its_confi
     with pytest.raises(ValueError, match=r"`max_positions` sizes.*max_positions=32"):
         layers.PositionalEmbedding(10, 8, max_positions=32)
     with pytest.raises(ValueError, match=r"`positions` must be one of.*'rotary'"):
-        layers.PositionalEmbedding(10, 8, positions="rotary")
+        layers.PositionalEmbedding(10, 8, positions="alibi")
+    rotary = layers.PositionalEmbedding(10, 8, positions="rotary")  # no table: the scaled tokens
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(rotary(np.array([[5, 8]]), start_index=3)),
+        ops.convert_to_numpy(rotary.token_embedding.embeddings)[[[5, 8]]] * np.sqrt(8),
+        atol=1e-6,
+    )
     embed = layers.PositionalEmbedding(10, 7, positions="learned", max_positions=32)  # odd D
     ids = np.array([[5, 8, 2, 0]])
     x = ops.convert_to_numpy(embed(ids))

@@ -1,11 +1,12 @@
-"""Learned positions, and positions in every layer, through the translator and the exports.
+"""Learned positions in every layer, rotary and relative positions, through the translator
+and the exports.
 
 The layers and the cached step are checked against references in
-`test_positional_encoding.py` and `test_search.py`, CTranslate2's scores in
-`test_ctranslate2.py`; here an untrained model with a learned table whose rows
-are as large as its token embeddings (so a row read at the wrong position
-changes the outputs), added in every layer, is exported and decoded sentence
-by sentence.
+`test_positional_encoding.py`, `test_rotary.py` and `test_search.py`, CTranslate2's
+scores in `test_ctranslate2.py`; here untrained models, one with a learned table whose
+rows are as large as its token embeddings (so a row read at the wrong position changes
+the outputs) added in every layer, one with rotary and one with relative positions, are
+exported and decoded sentence by sentence.
 """
 
 import numpy as np
@@ -41,30 +42,35 @@ def test_positions_in_every_layer_enter_each_layers_input():
 
 
 @pytest.fixture(scope="module")
-def learned():
-    """`(model, tokenizer, sentences)`: an untrained 2-layer model with learned positions
-    added in every layer."""
+def numbers():
+    """`(tokenizer, sentences)`: a 100-piece vocabulary and 20 numbers, an empty line and an
+    over-long one."""
     corpus = numbers_corpus("train")[:400]
     tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
+    return tokenizer, corpus.sources[:20] + ["", "eins " * 40]
+
+
+def untrained(tokenizer, **positions):
+    """An untrained 2-layer model over `tokenizer`'s pieces, learned tables N(0, 1)."""
     vocab = tokenizer.vocab_size
-    model = kt.Transformer(
-        2,
-        32,
-        4,
-        64,
-        vocab,
-        vocab,
-        positions="learned",
-        max_positions=MAX_POSITIONS,
-        add_positions="every_layer",
-    )
+    model = kt.Transformer(2, 32, 4, 64, vocab, vocab, **positions)
     model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
     randomize_position_tables(model)
-    return model, tokenizer, corpus.sources[:20] + ["", "eins " * 40]
+    return model
 
 
-def test_a_translator_stays_inside_the_learned_table(learned):
-    model, tokenizer, _ = learned
+SCHEMES = {
+    "learned_every_layer": dict(
+        positions="learned", max_positions=MAX_POSITIONS, add_positions="every_layer"
+    ),
+    "rotary": dict(positions="rotary"),
+    "relative": dict(positions="relative", max_relative_position=6),
+}
+
+
+def test_a_translator_stays_inside_the_learned_table(numbers):
+    tokenizer, _ = numbers
+    model = untrained(tokenizer, **SCHEMES["learned_every_layer"])
     with pytest.raises(ArgumentError, match=r"at most 24 positions.*max_length=64"):
         kt.Translator(model, tokenizer, tokenizer)  # the default max_length
     translator = kt.Translator(model, tokenizer, tokenizer, max_length=MAX_POSITIONS)
@@ -72,18 +78,21 @@ def test_a_translator_stays_inside_the_learned_table(learned):
     assert translator.truncated(["eins " * 40, "eins"]).numpy().tolist() == [True, False]
 
 
-def test_the_saved_model_and_litert_translate_as_the_translator_does(learned, tmp_path):
-    model, tokenizer, sentences = learned
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_the_saved_model_and_litert_translate_as_the_translator_does(scheme, numbers, tmp_path):
+    tokenizer, sentences = numbers
+    model = untrained(tokenizer, **SCHEMES[scheme])
     translator = kt.Translator(model, tokenizer, tokenizer, max_length=MAX_POSITIONS, beam_size=3)
-    path = export_translator(translator, "learned", tmp_path, warmup=False)
+    path = export_translator(translator, "positions", tmp_path, warmup=False)
     loaded = tf.saved_model.load(path)
     outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences))["outputs"]
     expected = kt.inference.translate_lines(translator, sentences)
     assert [text.decode() for text in outputs.numpy()] == expected
     assert saved_model_ops(path) - tf_serving_ops() == set()
-    too_long = tf.fill([1, MAX_POSITIONS + 1], 5)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="at most max_positions=24 tokens"):
-        loaded.signatures["translate_ids"](source_ids=too_long)
+    if model.max_positions is not None:
+        too_long = tf.fill([1, MAX_POSITIONS + 1], 5)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="at most max_positions=24"):
+            loaded.signatures["translate_ids"](source_ids=too_long)
 
     pytest.importorskip("ai_edge_litert")
     from keras_transformer.export.litert import export_litert
@@ -91,5 +100,7 @@ def test_the_saved_model_and_litert_translate_as_the_translator_does(learned, tm
 
     greedy = translator.copy(beam_size=1)
     litert = LiteRTTranslator(export_litert(greedy, tmp_path / "litert"))  # 64 by default
-    assert litert.max_source_length == MAX_POSITIONS  # the table's, not the default 64
-    assert litert(sentences) == kt.inference.translate_lines(greedy, sentences)
+    expected_length = MAX_POSITIONS if model.max_positions is not None else 64  # the table's
+    assert litert.max_source_length == expected_length
+    cut = greedy.copy(max_source_length=expected_length)  # the file's fixed source length
+    assert litert(sentences) == kt.inference.translate_lines(cut, sentences)

@@ -54,6 +54,8 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         (False, None, dict(positions="learned", max_positions=10)),
         (True, "all", dict(positions="learned", max_positions=10, add_positions="every_layer")),
         (False, None, dict(add_positions="every_layer")),
+        (True, "all", dict(positions="rotary")),
+        (False, None, dict(positions="relative", max_relative_position=2)),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(
@@ -78,15 +80,25 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
 
-@pytest.mark.parametrize("cache_lengths", [[8], [2, 4, 5]])
+@pytest.mark.parametrize(
+    "cache_lengths, positions",
+    [
+        ([8], {}),
+        ([2, 4, 5], {}),
+        ([1, 3, 5], dict(positions="rotary")),
+        ([2, 4, 5], dict(positions="relative", max_relative_position=2)),
+    ],
+)
 def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_own_prefix(
-    cache_lengths,
+    cache_lengths, positions
 ):
     """k hypotheses per sentence in one cache, reordered between steps as beam
     search does: each step's logits are the full forward pass on the prefix
     that hypothesis has by then inherited; also when the cache starts short
-    and grows whenever it is full (`grow_cache`), as the searches grow it."""
-    model = random_model(norm_first=False)
+    and grows whenever it is full (`grow_cache`), as the searches grow it (with
+    rotary positions, keys rotated before the growth stay right after it, and with relative
+    positions, each entry's distance to the step)."""
+    model = random_model(norm_first=False, **positions)
     rng = np.random.default_rng(1)
     source = rng.integers(1, 50, (2, 5)).astype("int32")
     source[0, 3:] = 0

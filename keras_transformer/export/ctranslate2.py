@@ -8,6 +8,8 @@ engine many NMT systems deploy on CPU, with int8 and bfloat16 weights. Its
     package                                  CTranslate2 spec
     embedding (V, D), scaled by sqrt(D)      embeddings.weight, scale_embeddings
     sinusoidal table (interleaved or not)    position_encodings.encodings (P, D)
+    rotary positions (halves paired)         self_attention rotary_dim 0, no interleave
+    relative keys, values (2k + 1, K)        self_attention.relative_position_keys, _values
     query/key/value kernels (D, D) each      self_attention.linear[0] (3D, D), fused
     cross-attention query; key and value     attention.linear[0]; linear[1] (2D, D)
     output kernel                            linear[-1]
@@ -99,12 +101,20 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
         raise ArgumentError(
             f"CTranslate2 has no activation {activation!r}; it has {sorted(_ACTIVATIONS)}."
         )
-    spec = specs.TransformerSpec.from_config(
-        (model.encoder.num_layers, model.decoder.num_layers),
-        model.num_heads,
+    stack_options = dict(
         pre_norm=model.norm_first,
         activation=getattr(specs.Activation, _ACTIVATIONS[activation]),
     )
+    if model.positions == "rotary":  # every head's features, first half paired with second
+        stack_options.update(rotary_dim=0, rotary_interleave=False)
+    elif model.positions == "relative":
+        stack_options.update(relative_position=True)
+    spec = specs.TransformerSpec(
+        specs.TransformerEncoderSpec(model.encoder.num_layers, model.num_heads, **stack_options),
+        specs.TransformerDecoderSpec(model.decoder.num_layers, model.num_heads, **stack_options),
+    )
+    if model.positions == "rotary":  # the encoder's spec keeps a table unless told
+        del spec.encoder.position_encodings
     encoder, decoder = model.encoder, model.decoder
     _set_inputs(spec.encoder, encoder.embedding, positions)
     _set_inputs(spec.decoder, decoder.embedding, positions)
@@ -165,6 +175,8 @@ def _set_inputs(stack_spec, embedding, positions):
     embeddings = embeddings[0] if isinstance(embeddings, list) else embeddings
     embeddings.weight = _numpy(embedding.token_embedding.embeddings)
     stack_spec.scale_embeddings = True  # Embedding(ids) * sqrt(D)
+    if embedding.positions in ("rotary", "relative"):
+        return  # no table: positions are in the self-attention specs
     if embedding.positions == "learned":
         table = embedding.position_encoding.embeddings  # (max_positions, D)
     else:
@@ -198,6 +210,9 @@ def _set_self_attention(attention_spec, attention):
     qkv, output = attention_spec.linear[0], attention_spec.linear[-1]
     qkv.weight, qkv.bias = _projections(attention, ("query", "key", "value"))
     output.weight, output.bias = _projections(attention, ("output",))
+    if attention.positions == "relative":
+        attention_spec.relative_position_keys = _numpy(attention.relative_keys)  # (2k + 1, K)
+        attention_spec.relative_position_values = _numpy(attention.relative_values)
 
 
 def _set_cross_attention(attention_spec, attention):

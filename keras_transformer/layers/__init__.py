@@ -1,10 +1,8 @@
 """The Transformer's building blocks, each usable in any Keras model."""
 
-from keras_transformer.layers.attention import (
-    MultiHeadAttention,
-    scaled_dot_product_attention,
-)
+from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.decoder import Decoder, DecoderLayer
+from keras_transformer.layers.dot_product import scaled_dot_product_attention
 from keras_transformer.layers.encoder import Encoder, EncoderLayer
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.masks import (
@@ -19,6 +17,7 @@ from keras_transformer.layers.positional_encoding import (
     PositionalEncoding,
     positional_encoding,
 )
+from keras_transformer.layers.rotary import rotary_positions
 
 __all__ = [
     "Decoder",
@@ -35,5 +34,6 @@ __all__ = [
     "merge_masks",
     "padding_mask",
     "positional_encoding",
+    "rotary_positions",
     "scaled_dot_product_attention",
 ]

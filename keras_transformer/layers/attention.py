@@ -1,6 +1,4 @@
-"""Scaled dot-product attention and multi-head attention (Vaswani et al., 2017, §3.2)."""
-
-import math
+"""Multi-head attention (Vaswani et al., 2017, §3.2.2)."""
 
 import keras
 from keras import ops
@@ -8,63 +6,12 @@ from keras import ops
 from keras_transformer.errors import ArgumentError
 from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers import masks
-from keras_transformer.validation import check_positive_int, check_rate
+from keras_transformer.layers.dot_product import scaled_dot_product_attention
+from keras_transformer.layers.relative import check_relative_position, relative_indices
+from keras_transformer.layers.rotary import rotary_positions
+from keras_transformer.validation import check_choice, check_positive_int, check_rate
 
-_LOW_PRECISION = ("float16", "bfloat16")
-
-
-def scaled_dot_product_attention(q, k, v, mask=None, dropout=None):
-    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
-
-    Blocked positions are removed the reference way, by adding a large negative
-    number to their logits: `logits += (1 - mask) * large_negative`, with a
-    constant that stays finite in the logits' dtype (`masks.large_negative`).
-    Under mixed precision the logits are cast to float32 before the mask and
-    the softmax, so a fully blocked row gives uniform weights, never NaN.
-
-    Args:
-        q: queries `(..., T, K)`.
-        k: keys `(..., S, K)`.
-        v: values `(..., S, Kv)`.
-        mask: optional boolean tensor broadcastable to `(..., T, S)`.
-            True = the query may attend to that key; False = blocked.
-        dropout: optional callable applied to the attention weights before
-            they weigh the values (e.g. a bound `keras.layers.Dropout`).
-
-    Returns:
-        `(outputs, weights)`: outputs `(..., T, Kv)` and the attention weights
-        `(..., T, S)` (before dropout), each row summing to 1.
-
-    Raises:
-        ValueError: if a known dimension of `mask` cannot broadcast to
-            `(..., T, S)`.
-
-    Examples:
-        ```python
-        q = k = v = np.random.rand(2, 4, 5, 8).astype("float32")  # (B, H, T, K)
-        outputs, weights = scaled_dot_product_attention(
-            q, k, v, mask=look_ahead_mask(5))  # outputs (2, 4, 5, 8)
-        ```
-    """
-    depth = q.shape[-1]
-    # Scaling q by 1/sqrt(d_k) before the product equals scaling the logits,
-    # on T*K numbers instead of T*S.
-    q = q * ops.cast(1.0 / math.sqrt(depth), q.dtype)
-    logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., T, S)
-    if keras.backend.standardize_dtype(logits.dtype) in _LOW_PRECISION:
-        logits = ops.cast(logits, "float32")
-    if mask is not None:
-        masks.check_broadcastable(mask.shape, mask.shape, logits.shape, "mask")
-        blocked = 1.0 - ops.cast(mask, logits.dtype)
-        logits += blocked * masks.large_negative(logits.dtype)
-    if logits.shape[-1] == 1:
-        # A softmax over one key is 1, blocked or not (the mask is finite);
-        # `ops.softmax` would warn that a size-1 axis is likely a mistake.
-        weights = ops.ones_like(logits, dtype=v.dtype)  # (..., T, 1)
-    else:
-        weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)  # (..., T, S)
-    attended = weights if dropout is None else dropout(weights)
-    return ops.matmul(attended, v), weights  # (..., T, Kv)
+ATTENTION_POSITIONS = ("rotary", "relative")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -98,6 +45,17 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim: size of the output; defaults to the query's last dim.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
+        positions: None (default: positions, if any, are in the inputs),
+            `"rotary"`: queries and keys are rotated by their positions
+            (`layers.rotary`; the head depth must be even), or `"relative"`:
+            Shaw et al.'s relative position representations, a learned vector
+            per clipped distance added to keys and values (`layers.relative`).
+            Either way each logit depends on the distance between query and
+            key. For self-attention, where query t and key t stand at the
+            same position.
+        max_relative_position: the clipping distance k of
+            `positions="relative"` (tables of 2k + 1 rows); required with it,
+            None otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -140,6 +98,8 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim: int | None = None,
         kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
         bias_initializer: str | keras.initializers.Initializer = "zeros",
+        positions: str | None = None,
+        max_relative_position: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -150,6 +110,16 @@ class MultiHeadAttention(keras.layers.Layer):
                 "`num_heads` must divide `d_model`. "
                 f"Received: d_model={d_model}, num_heads={num_heads}"
             )
+        if positions is not None:
+            check_choice("positions", positions, ATTENTION_POSITIONS)
+        check_relative_position(positions, max_relative_position)
+        if positions == "rotary":
+            if (d_model // num_heads) % 2:
+                raise ArgumentError(
+                    "Rotary positions turn pairs of features: the head depth "
+                    "d_model / num_heads must be even. "
+                    f"Received: d_model={d_model}, num_heads={num_heads}"
+                )
         check_rate("dropout_rate", dropout_rate)
         if output_dim is not None:
             check_positive_int("output_dim", output_dim)
@@ -160,6 +130,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.positions = positions
+        self.max_relative_position = max_relative_position
         self.depth = d_model // num_heads
         self.attention_dropout = keras.layers.Dropout(
             dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
@@ -187,6 +159,14 @@ class MultiHeadAttention(keras.layers.Layer):
             "value", value_shape[-1], self.d_model
         )
         self.output_kernel, self.output_bias = self._projection("output", self.d_model, out_dim)
+        if self.positions == "relative":  # one row per clipped distance -k..k
+            rows = 2 * self.max_relative_position + 1
+            self.relative_keys, self.relative_values = (
+                self.add_weight(
+                    name=name, shape=(rows, self.depth), initializer=self.kernel_initializer
+                )
+                for name in ("relative_keys", "relative_values")
+            )  # (2k + 1, K) each
         self.attention_dropout.build(None)
 
     def _projection(self, name, input_dim, units):
@@ -217,6 +197,7 @@ class MultiHeadAttention(keras.layers.Layer):
         # 1. Project to queries, keys and values and split the heads.
         q = self._project(query, self.query_kernel, self.query_bias)
         k, v = self.project_key_value(value, key)
+        q, k = self._rotated(q), self._rotated(k)
         # q (B, H, T, K); k, v (B, H, S, K)
 
         # 2. One boolean mask, broadcastable to (B, H, T, S).
@@ -230,7 +211,8 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
         # 3. Attention in every head, then concatenate the heads and apply W_O.
-        outputs, scores = self._attend(q, k, v, mask, training)
+        positions = (ops.arange(ops.shape(q)[2]), ops.arange(ops.shape(k)[2]))
+        outputs, scores = self._attend(q, k, v, mask, training, positions)
         if return_attention_scores:
             return outputs, scores
         return outputs
@@ -297,19 +279,30 @@ class MultiHeadAttention(keras.layers.Layer):
             y, cache = mha.call_with_cache(x[:, :1], cache, step=0)
             ```
         """
+        if self.positions is not None and step is None:
+            raise ArgumentError(
+                f"Attention with positions={self.positions!r} attends to its own "
+                "sequence: `call_with_cache` needs the `step` being decoded."
+            )
         keys, values = cache
         rows = ops.shape(keys)[0]
-        q = self._per_row(self._project(query, self.query_kernel, self.query_bias), rows)
-        # q (B, H, k, K)
-        mask = attention_mask
+        q = self._project(query, self.query_kernel, self.query_bias)  # (B * k, H, 1, K)
+        q = self._per_row(self._rotated(q, step), rows)  # (B, H, k, K)
+        mask, positions = attention_mask, None
         if step is not None:
-            k, v = (self._per_row(t, rows) for t in self.project_key_value(query))  # (B, H, k, K)
+            k, v = self.project_key_value(query)  # (B * k, H, 1, K) each
+            k, v = self._per_row(self._rotated(k, step), rows), self._per_row(v, rows)
             keys, values = cache_layout.write(keys, values, k, v, step)
+            beams = ops.shape(q)[2]
             if mask is None:  # (1, 1, k, L)
-                mask = cache_layout.own_slot_mask(ops.shape(keys)[2], step, ops.shape(q)[2])
+                mask = cache_layout.own_slot_mask(ops.shape(keys)[2], step, beams)
+            positions = (  # the k queries stand at `step`; entries at their positions
+                ops.zeros((beams,), "int32") + step,
+                cache_layout.entry_positions(ops.shape(keys)[2], beams),
+            )
         if value_mask is not None:
             mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
-        outputs, scores = self._attend(q, keys, values, mask, training=False)
+        outputs, scores = self._attend(q, keys, values, mask, False, positions)
         # outputs (B, k, D_out), scores (B, H, k, L)
         outputs = ops.reshape(outputs, (-1, 1, ops.shape(outputs)[-1]))  # (B * k, 1, D_out)
         if return_attention_scores:
@@ -318,19 +311,35 @@ class MultiHeadAttention(keras.layers.Layer):
             return outputs, (keys, values), scores  # scores (B * k, H, 1, L)
         return outputs, (keys, values)
 
+    def _rotated(self, x, start=0):
+        """`x` `(B, H, L, K)` rotated by positions `start..start + L - 1` with rotary
+        positions; `x` itself otherwise."""
+        return rotary_positions(x, start) if self.positions == "rotary" else x
+
     def _per_row(self, x, rows):
         """`(B * k, H, 1, K)` -> `(B, H, k, K)`: the k hypotheses of a row as its queries."""
         x = ops.reshape(x, (rows, -1, self.num_heads, self.depth))  # (B, k, H, K)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, k, K)
 
-    def _attend(self, q, k, v, mask, training):
-        """Scaled dot-product attention per head, heads concatenated, then W_O."""
+    def _attend(self, q, k, v, mask, training, positions=None):
+        """Scaled dot-product attention per head, heads concatenated, then W_O.
+
+        `positions`, a pair of integer `(T,)` and `(S,)`, places queries and keys
+        for relative positions."""
+        relative = {}
+        if self.positions == "relative":
+            rows = relative_indices(*positions, self.max_relative_position)  # (T, S)
+            relative = {
+                "relative_keys": ops.take(self.relative_keys, rows, axis=0),  # (T, S, K)
+                "relative_values": ops.take(self.relative_values, rows, axis=0),
+            }
         attended, scores = scaled_dot_product_attention(
             q,
             k,
             v,
             mask,
             dropout=lambda w: self.attention_dropout(w, training=training),
+            **relative,
         )  # (B, H, T, K), (B, H, T, S)
         attended = ops.transpose(attended, (0, 2, 1, 3))  # (B, T, H, K)
         batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
@@ -377,5 +386,7 @@ class MultiHeadAttention(keras.layers.Layer):
             "output_dim": self.output_dim,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "positions": self.positions,
+            "max_relative_position": self.max_relative_position,
         }
         return {**super().get_config(), **config}

@@ -6,12 +6,15 @@ from collections.abc import Callable
 import keras
 
 from keras_transformer.errors import ArgumentError
-from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.attention import ATTENTION_POSITIONS, MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.positional_encoding import PositionalEmbedding
+from keras_transformer.layers.positional_encoding import (
+    POSITIONS,
+    PositionalEmbedding,
+    check_positions,
+)
+from keras_transformer.layers.relative import check_relative_position
 from keras_transformer.validation import check_choice, check_positive_int, check_rate
-
-ADD_POSITIONS = ("input", "every_layer")
 
 
 def arguments_of(obj, cls, exclude=()):
@@ -55,6 +58,12 @@ class TransformerBlock(keras.layers.Layer):
         norm_first: pre-LN instead of post-LN (the paper). Defaults to False.
         layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
         activation: activation of the feed-forward network. Defaults to relu.
+        positions: the stack's position scheme (`PositionalEmbedding`); the
+            block acts on those that enter attention, `"rotary"` and
+            `"relative"`, in its self-attention. Defaults to `"sinusoidal"`,
+            added to the embeddings outside the block.
+        max_relative_position: the clipping distance of `"relative"`
+            positions; required with them, None otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -70,11 +79,15 @@ class TransformerBlock(keras.layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         activation: str | Callable = "relu",
+        positions: str = "sinusoidal",
+        max_relative_position: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_rate("dropout_rate", dropout_rate)
         check_rate("attention_dropout_rate", attention_dropout_rate)
+        check_choice("positions", positions, POSITIONS)
+        check_relative_position(positions, max_relative_position)
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
@@ -83,6 +96,8 @@ class TransformerBlock(keras.layers.Layer):
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = keras.activations.get(activation)
+        self.positions = positions
+        self.max_relative_position = max_relative_position
         self.feed_forward = FeedForward(
             d_model, dff, self.activation, dtype=self.dtype_policy, name="feed_forward"
         )
@@ -94,10 +109,13 @@ class TransformerBlock(keras.layers.Layer):
         self.supports_masking = True
 
     def _attention(self, name):
+        in_attention = name == "self_attention" and self.positions in ATTENTION_POSITIONS
         return MultiHeadAttention(
             self.d_model,
             self.num_heads,
             dropout_rate=self.attention_dropout_rate,
+            positions=self.positions if in_attention else None,
+            max_relative_position=self.max_relative_position if in_attention else None,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -139,14 +157,20 @@ class TransformerStack(keras.layers.Layer):
         embedding: optional `PositionalEmbedding` to use instead of a new
             one, so that two stacks share it (`Transformer` does this with
             `shared_embeddings="all"`). It is not part of `get_config`.
-        positions: `"sinusoidal"` (the paper's table, default) or
-            `"learned"` (a trained table of `max_positions` rows).
+        positions: `"sinusoidal"` (the paper's table, default), `"learned"`
+            (a trained table of `max_positions` rows), `"rotary"` (no
+            table; every self-attention rotates its queries and keys) or
+            `"relative"` (no table; every self-attention adds a learned
+            vector per clipped distance to its keys and values).
         max_positions: rows of the learned position table; required with
             `positions="learned"`, None otherwise.
-        add_positions: where the positions enter: `"input"` (the
+        max_relative_position: the clipping distance of relative positions;
+            required with `positions="relative"`, None otherwise.
+        add_positions: where a table of positions enters: `"input"` (the
             embeddings, as in the paper, default) or `"every_layer"` (the
             embeddings and the input of every further layer, with no
-            dropout there).
+            dropout there). Rotary and relative positions are in every
+            layer already.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -169,11 +193,13 @@ class TransformerStack(keras.layers.Layer):
         positions: str = "sinusoidal",
         max_positions: int | None = None,
         add_positions: str = "input",
+        max_relative_position: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
-        check_choice("add_positions", add_positions, ADD_POSITIONS)
+        check_positions(positions, max_positions, add_positions)
+        check_relative_position(positions, max_relative_position)
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
@@ -188,6 +214,7 @@ class TransformerStack(keras.layers.Layer):
         self.positions = positions
         self.max_positions = max_positions
         self.add_positions = add_positions
+        self.max_relative_position = max_relative_position
         if embedding is None:
             embedding = PositionalEmbedding(
                 vocab_size,

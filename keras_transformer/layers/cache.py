@@ -157,6 +157,19 @@ def write(keys, values, new_keys, new_values, step):
     return keys, values
 
 
+def entry_positions(length, beams=1):
+    """The position each entry of a cache holds: entry `p * k + s` holds position p.
+
+    Args:
+        length: number of cache entries, L * k.
+        beams: hypotheses sharing the cache, k.
+
+    Returns:
+        int32 `(L * k,)`.
+    """
+    return ops.arange(length, dtype="int32") // beams
+
+
 def own_slot_mask(length, step, beams=1):
     """Self-attention mask of step `step` when each hypothesis reads only its own slot.
 

@@ -93,10 +93,13 @@ class Encoder(TransformerStack):
             `"concatenated"` (TF tutorial).
         embedding: optional `PositionalEmbedding` to share with another
             stack instead of a new one (not part of `get_config`).
-        positions: `"sinusoidal"` (default) or `"learned"`.
+        positions: `"sinusoidal"` (default), `"learned"`, `"rotary"` or
+            `"relative"`, as `keras_transformer.Transformer` describes them.
         max_positions: rows of the learned position table; required with
             `positions="learned"`.
         add_positions: `"input"` (default) or `"every_layer"`.
+        max_relative_position: the clipping distance of relative positions;
+            required with `positions="relative"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

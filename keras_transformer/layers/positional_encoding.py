@@ -1,4 +1,10 @@
-"""Positional encodings, sinusoidal (§3.5) or learned, and token + position embedding (§3.4)."""
+"""Positional encodings, sinusoidal (§3.5) or learned, and token + position embedding (§3.4).
+
+Two more schemes add no table: rotary positions rotate attention's queries and
+keys (`layers.rotary`), relative positions add a vector per distance to its keys
+and values (`layers.relative`); with them `PositionalEmbedding` embeds the tokens
+alone.
+"""
 
 import math
 
@@ -16,7 +22,9 @@ from keras_transformer.validation import (
 )
 
 LAYOUTS = ("interleaved", "concatenated")
-POSITIONS = ("sinusoidal", "learned")
+POSITIONS = ("sinusoidal", "learned", "rotary", "relative")
+TABLE_POSITIONS = ("sinusoidal", "learned")  # the schemes that add a table to the embeddings
+ADD_POSITIONS = ("input", "every_layer")
 
 
 def positional_encoding(length, depth, layout="interleaved", start=0, max_wavelength=10000):
@@ -53,15 +61,24 @@ def positional_encoding(length, depth, layout="interleaved", start=0, max_wavele
     return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)  # (L, D)
 
 
-def check_positions(positions, max_positions):
-    """A `ValueError` unless `positions` is a scheme of `POSITIONS` and `max_positions`, the
-    learned table's rows, is given with `"learned"` and only then."""
+def check_positions(positions, max_positions, add_positions="input"):
+    """A `ValueError` unless the position options go together: `positions` is a scheme of
+    `POSITIONS`; `max_positions`, the learned table's rows, is given with `"learned"` and
+    only then; and `add_positions` is `"input"` or, for a scheme with a table,
+    `"every_layer"`."""
     check_choice("positions", positions, POSITIONS)
+    check_choice("add_positions", add_positions, ADD_POSITIONS)
     if (positions == "learned") != (max_positions is not None):
         raise ArgumentError(
             "`max_positions` sizes the learned position table: give it with "
             '`positions="learned"` and only then. '
             f"Received: positions={positions!r}, max_positions={max_positions!r}"
+        )
+    if add_positions != "input" and positions not in TABLE_POSITIONS:
+        raise ArgumentError(
+            f"`add_positions` places a table of positions; positions={positions!r} has "
+            "none and enters every layer's attention already. "
+            f"Received: add_positions={add_positions!r}"
         )
 
 
@@ -221,7 +238,9 @@ class PositionalEmbedding(keras.layers.Layer):
 
     PE is the paper's sinusoidal table (`PositionalEncoding`) or, with
     `positions="learned"`, a trained table of `max_positions` rows
-    (`LearnedPositionalEncoding`).
+    (`LearnedPositionalEncoding`). With `positions="rotary"` or `"relative"`
+    there is no PE: the positions enter attention instead, and
+    `position_encoding` is None.
 
     Token id 0 is padding: the layer's output carries the Keras mask
     `token_ids != 0` (True = real token), which attention layers downstream
@@ -237,8 +256,9 @@ class PositionalEmbedding(keras.layers.Layer):
         embeddings_initializer: defaults to a normal with stddev
             d_model^-0.5, so the scaled embeddings have unit variance like the
             positional encoding.
-        positions: `"sinusoidal"` (the paper's table, default) or
-            `"learned"` (a trained table).
+        positions: `"sinusoidal"` (the paper's table, default), `"learned"`
+            (a trained table), `"rotary"` or `"relative"` (no table;
+            positions enter attention).
         max_positions: rows of the learned table, the longest sequence the
             layer reads; required with `positions="learned"`, None otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -304,11 +324,12 @@ class PositionalEmbedding(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="token_embedding",
         )
+        self.position_encoding = None  # rotary and relative positions have no table
         if positions == "learned":
             self.position_encoding = LearnedPositionalEncoding(
                 max_positions, dtype=self.dtype_policy, name="position_encoding"
             )
-        else:
+        elif positions == "sinusoidal":
             self.position_encoding = PositionalEncoding(
                 layout=layout,
                 max_wavelength=max_wavelength,
@@ -320,14 +341,16 @@ class PositionalEmbedding(keras.layers.Layer):
     def build(self, token_ids_shape):
         check_token_ids_shape("token_ids", token_ids_shape)
         self.token_embedding.build(token_ids_shape)
-        self.position_encoding.build((*token_ids_shape, self.d_model))
+        if self.position_encoding is not None:
+            self.position_encoding.build((*token_ids_shape, self.d_model))
         self.dropout.build(None)
 
     def call(self, token_ids, start_index=0, training=None):
         check_token_ids("token_ids", token_ids)
         x = self.token_embedding(token_ids)  # (B, L, D)
         x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
-        x = self.position_encoding(x, start_index=start_index)
+        if self.position_encoding is not None:
+            x = self.position_encoding(x, start_index=start_index)
         return self.dropout(x, training=training)
 
     def compute_mask(self, token_ids, mask=None):

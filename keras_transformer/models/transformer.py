@@ -6,11 +6,10 @@ import keras
 from keras import ops
 
 from keras_transformer.errors import ArgumentError
-from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.models.step import Step, StepModel
+from keras_transformer.models.incremental import IncrementalDecoding
 from keras_transformer.models.train_step import PackedTraining
 from keras_transformer.validation import check_positive_int, check_token_ids_shape
 
@@ -18,7 +17,7 @@ SHARED_EMBEDDINGS = (None, "output", "all")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Transformer(PackedTraining, keras.Model, StepModel):
+class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
     """Encoder-decoder Transformer that maps token ids to next-token logits.
 
     source ids -> Encoder -> memory; target ids + memory -> Decoder ->
@@ -59,12 +58,19 @@ class Transformer(PackedTraining, keras.Model, StepModel):
             the same size (Kasai et al., 2021): the encoder runs once per
             sentence, the decoder once per output token.
         positions: how the model tells where a token is: `"sinusoidal"`
-            (the paper's fixed table, default) or `"learned"` (a trained
-            table of `max_positions` rows per side).
+            (the paper's fixed table, default), `"learned"` (a trained
+            table per side), `"rotary"` (the queries and keys of every
+            self-attention rotated by their positions) or `"relative"` (Shaw
+            et al.'s learned vectors per distance, added to the keys and
+            values of every self-attention).
         max_positions: rows of the learned table, the longest source or
             target the model reads; required with `positions="learned"`.
-        add_positions: where the positions enter each stack: `"input"` (the
-            embeddings, default) or `"every_layer"` (every layer's input too).
+        add_positions: where a table of positions enters each stack:
+            `"input"` (the embeddings, default) or `"every_layer"` (every
+            layer's input too); `"input"` for the schemes without a table.
+        max_relative_position: the distance k beyond which relative
+            positions are clipped (2k + 1 vectors of keys and of values per
+            layer); required with `positions="relative"`.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -112,6 +118,7 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         positions: str = "sinusoidal",
         max_positions: int | None = None,
         add_positions: str = "input",
+        max_relative_position: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -149,6 +156,7 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         self.positions = positions
         self.max_positions = max_positions
         self.add_positions = add_positions
+        self.max_relative_position = max_relative_position
         shared = dict(
             arguments_of(self, TransformerStack, exclude=("num_layers", "vocab_size", "embedding")),
             dtype=self.dtype_policy,
@@ -228,188 +236,6 @@ class Transformer(PackedTraining, keras.Model, StepModel):
         embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
         logits = ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype)))
         return logits + ops.cast(self.output_bias, x.dtype)
-
-    # Incremental decoding: the step interface (`models.step.StepModel`) the
-    # searches of `keras_transformer.inference` decode through.
-
-    grows_cache = True
-    restricts_vocabulary = True
-
-    def encode(self, source_ids):
-        """Runs the encoder once and prepares what every decoding step reads.
-
-        Args:
-            source_ids: integer `(B, S)`, 0-padded.
-
-        Returns:
-            The decoding state, a dict of tensors whose first axis is the
-            batch: `"context_mask"` boolean `(B, S)`, True at real source
-            tokens; `"cross"`, per decoder layer the cross-attention pair
-            `(keys, values)`, each `(B, H, S, K)`.
-        """
-        if not self.built:
-            self.build((tuple(source_ids.shape), (source_ids.shape[0], 1)))
-        context = self.encoder(source_ids, training=False)  # (B, S, D)
-        return {
-            "context_mask": self.encoder.embedding.compute_mask(source_ids),
-            "cross": self.decoder.cross_cache(context),
-        }
-
-    def initial_cache(self, state, max_length, beam_size=1):
-        """The empty self-attention cache for `max_length` target positions.
-
-        Args:
-            state: the dict from `encode`, of B sentences.
-            max_length: most target positions a search decodes.
-            beam_size: hypotheses decoded per sentence, k: `decode_step`
-                then takes B * k tokens, the k of each sentence together.
-
-        Returns:
-            An empty `layers.cache.SelfAttentionCache` (`Decoder.self_cache`).
-        """
-        batch = ops.shape(state["context_mask"])[0]
-        return self.decoder.self_cache(batch, max_length, beam_size)
-
-    def grow_cache(self, cache, max_length):
-        """The cache with room for `max_length` positions, what it holds kept.
-
-        A step attends over every entry of its cache, written or not (masked),
-        so the searches start with a short cache and grow it as the output
-        grows (`inference.loop.cache_lengths`).
-
-        Args:
-            cache: from `initial_cache` or `decode_step`.
-            max_length: positions the grown cache holds, at least its own.
-
-        Returns:
-            The cache `initial_cache(state, max_length, k)` would give after
-            the same steps (`layers.cache.grow`).
-
-        Examples:
-            ```python
-            cache = model.initial_cache(state, max_length=16)
-            # ... 16 calls of decode_step, then:
-            cache = model.grow_cache(cache, max_length=32)
-            ```
-        """
-        return cache_layout.grow(cache, max_length)
-
-    def decode_step(self, token_ids, step, cache, state, attention_layer=None):
-        """Next-token logits after the target token at position `step`.
-
-        Gives the logits of the full forward pass at position `step` (dropout
-        off) from one token per hypothesis and the cache.
-
-        Args:
-            token_ids: integer `(B * k,)`, the target tokens at position
-                `step`: the k hypotheses of sentence 0, then of sentence 1, ...
-            step: scalar int, the position being decoded.
-            cache: from `initial_cache`, filled up to `step - 1` by earlier
-                calls.
-            state: the dict from `encode`.
-            attention_layer: optional index of a decoder layer (-1: the last)
-                whose cross-attention weights, averaged over heads, to return
-                too (an alignment of this position to the source).
-
-        Returns:
-            A `Step`: logits `(B * k, V)` float32 (`(B * k, n)` under a
-            `restrict_vocabulary` state), the cache with position `step`
-            written, and with `attention_layer` the weights `(B * k, S)`
-            float32 (else None).
-
-        Examples:
-            ```python
-            state = model.encode(source_ids)
-            cache = model.initial_cache(state, max_length=32)
-            logits, cache, _ = model.decode_step(np.full([batch], bos_id), 0, cache, state)
-            ```
-        """
-        x, cache, attention = self.decode_hidden(token_ids, step, cache, state, attention_layer)
-        if "output" in state:  # from restrict_vocabulary: the listed pieces' rows alone
-            kernel, bias = (ops.cast(w, x.dtype) for w in state["output"])  # (n, D), (n,)
-            logits = ops.matmul(x, ops.transpose(kernel)) + bias  # (B * k, n)
-        else:
-            logits = self.output_logits(x[:, None])[:, 0]  # (B * k, V)
-        return Step(ops.cast(logits, "float32"), cache, attention)
-
-    def restrict_vocabulary(self, state, ids):
-        """The state under which `decode_step` scores only the target pieces `ids`.
-
-        Each step then projects onto the `n` listed rows of the pre-softmax
-        projection instead of all `V` (a lexical shortlist's saving).
-
-        Args:
-            state: the dict from `encode`.
-            ids: int `(n,)`, target pieces.
-
-        Returns:
-            The state with the projection's rows for `ids` (`output_weights`):
-            `decode_step` then gives logits `(B * k, n)`, column j the logit
-            of `ids[j]`.
-
-        Examples:
-            ```python
-            state = model.restrict_vocabulary(model.encode(source_ids), ids)
-            logits, cache, _ = model.decode_step(tokens, 0, cache, state)  # (B * k, n)
-            ```
-        """
-        return {**state, "output": self.output_weights(ids)}
-
-    def decode_hidden(self, token_ids, step, cache, state, attention_layer=None):
-        """`decode_step` before the pre-softmax projection.
-
-        Returns:
-            `(x, cache, attention)`: the decoder's output `(B * k, D)` in the
-            compute dtype, and the cache and attention of `decode_step`.
-        """
-        x, cache, attention = self.decoder.call_with_cache(
-            token_ids[:, None],
-            step,
-            cache,
-            state["cross"],
-            state["context_mask"],
-            attention_layer,
-        )  # (B * k, 1, D)
-        if attention is not None:
-            attention = ops.cast(attention, "float32")
-        return x[:, 0], cache, attention
-
-    def output_weights(self, ids):
-        """The pre-softmax projection's rows for target pieces `ids` `(n,)`.
-
-        Returns:
-            `(kernel (n, D), bias (n,))`: `output_logits(x)[..., ids]` is
-            `x @ kernel.T + bias`.
-        """
-        if self.final_layer is not None:
-            kernel = ops.transpose(ops.take(self.final_layer.kernel, ids, axis=1))
-            return kernel, ops.take(self.final_layer.bias, ids)
-        embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
-        return ops.take(embeddings, ids, axis=0), ops.take(self.output_bias, ids)
-
-    def reorder_cache(self, cache, beams):
-        """The cache after beam search chose which hypotheses go on.
-
-        Hypothesis j of sentence b continues the history of that sentence's
-        hypothesis `beams[b, j]`. Only the lineage `(B, k, L)` is reordered:
-        the keys and values stay where they were written, and each
-        hypothesis reads its own through the lineage (`layers.cache`).
-
-        Args:
-            cache: from `initial_cache` or `decode_step`.
-            beams: integer `(B, k)`, indices in [0, k).
-
-        Returns:
-            The reordered cache.
-
-        Examples:
-            ```python
-            cache = model.initial_cache(state, max_length=32, beam_size=2)
-            step = model.decode_step(np.full([2 * batch], bos_id), 0, cache, state)
-            cache = model.reorder_cache(step.cache, np.zeros([batch, 2]))  # both from beam 0
-            ```
-        """
-        return cache_layout.reorder(cache, beams)
 
     def float32_copy(self):
         """This model under the float32 dtype policy, with the same weights.
