@@ -39,6 +39,7 @@ SCHEME_SETTINGS = {
     "learned": ["model.max_positions=128"],
     "rotary": [],
     "relative": ["model.max_relative_position=16"],
+    "relative_bias": [],
 }
 
 

@@ -1,6 +1,6 @@
 """Positions inside attention against the papers' formulas written in NumPy: rotary
-positions (Su et al., 2021) and relative position representations (Shaw et al., 2018),
-and the options that go with them.
+positions (Su et al., 2021), relative position representations (Shaw et al., 2018) and
+T5's relative attention bias (Raffel et al., 2020), and the options that go with them.
 
 The cached steps of such models are checked against their full passes in
 `test_search.py`, CTranslate2's scores in `test_ctranslate2.py`, the exports in
@@ -13,7 +13,7 @@ import pytest
 import keras_transformer as kt
 from keras_transformer.errors import ArgumentError
 from keras_transformer.layers import rotary_positions
-from keras_transformer.layers.relative import relative_indices
+from keras_transformer.layers.relative import relative_buckets, relative_indices
 
 
 def numpy_rotation(x, start=0):
@@ -42,12 +42,44 @@ def test_rotate_turns_each_feature_pair_by_the_angle_of_its_position():
     np.testing.assert_allclose(products[2], products[0], atol=1e-4)
 
 
-def numpy_self_attention(layer, x, mask, scheme):
+def numpy_t5_bucket(query, key, bidirectional, num_buckets=32, max_distance=128):
+    """T5's `_relative_position_bucket` (Mesh TensorFlow), for one pair, in plain Python:
+    n = query - key, the distance back to the key."""
+    n, bucket = query - key, 0
+    if bidirectional:
+        num_buckets //= 2
+        bucket += num_buckets if n < 0 else 0
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return bucket + n
+    large = max_exact + int(
+        np.log(n / max_exact) / np.log(max_distance / max_exact) * (num_buckets - max_exact)
+    )
+    return bucket + min(large, num_buckets - 1)
+
+
+def test_t5_buckets_are_the_papers_for_near_far_and_future_keys():
+    queries, keys = np.array([0, 7, 40, 300]), np.arange(0, 400, 3)
+    for bidirectional in (True, False):
+        expected = [[numpy_t5_bucket(i, j, bidirectional) for j in keys] for i in queries]
+        got = np.asarray(relative_buckets(queries, keys, bidirectional))
+        np.testing.assert_array_equal(got, expected, err_msg=f"bidirectional={bidirectional}")
+
+
+def numpy_self_attention(layer, x, key_mask, causal, scheme):
     """Multi-head self-attention from NumPy: queries and keys rotated before their product
     (`"rotary"`), or Shaw et al.'s eqs. 3-5 with `a_ij = w[clip(j - i, -k, k) + k]`
-    (`"relative"`). `mask` `(B, L, L)`: True where query i may attend to key j."""
+    (`"relative"`), or T5's bias per head and bucket added to the logits
+    (`"relative_bias"`, unidirectional buckets when `causal`). `key_mask` `(B, L)`: True at
+    the keys every query may attend to; with `causal`, those up to its own position."""
     weights = {w.path.split("/")[-1]: np.asarray(w) for w in layer.weights}
     heads, depth, length = layer.num_heads, layer.depth, x.shape[1]
+    mask = np.broadcast_to(key_mask[:, None, :], (x.shape[0], length, length))
+    if causal:
+        mask = mask & np.tril(np.ones((length, length), bool))
 
     def project(name):
         y = x @ weights[f"{name}_kernel"] + weights[f"{name}_bias"]  # (B, L, D)
@@ -63,7 +95,13 @@ def numpy_self_attention(layer, x, mask, scheme):
         key_vectors = weights["relative_keys"][rows + clip]  # (L, L, K): a^K_ij
         value_vectors = weights["relative_values"][rows + clip]
         logits += np.einsum("bhik,ijk->bhij", q, key_vectors)
-    logits = np.where(mask[:, None], logits / np.sqrt(depth), -1e9)  # (B, H, L, L)
+    logits = logits / np.sqrt(depth)
+    if scheme == "relative_bias":
+        buckets = [
+            [numpy_t5_bucket(i, j, not causal) for j in range(length)] for i in range(length)
+        ]
+        logits += weights["relative_attention_bias"][np.array(buckets)].transpose(2, 0, 1)
+    logits = np.where(mask[:, None], logits, -1e9)  # (B, H, L, L)
     attention = np.exp(logits - logits.max(-1, keepdims=True))
     attention /= attention.sum(-1, keepdims=True)
     attended = np.einsum("bhij,bhjk->bhik", attention, v)
@@ -73,28 +111,46 @@ def numpy_self_attention(layer, x, mask, scheme):
     return attended @ weights["output_kernel"] + weights["output_bias"]
 
 
-@pytest.mark.parametrize(
-    "scheme, options", [("rotary", {}), ("relative", {"max_relative_position": 2})]
-)
+SCHEMES = [
+    ("rotary", {}),
+    ("relative", {"max_relative_position": 2}),
+    ("relative_bias", {}),
+]
+
+
+@pytest.mark.parametrize("scheme, options", SCHEMES)
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_with_positions_is_the_papers_attention_in_numpy(scheme, options, causal):
     rng = np.random.default_rng(1)
-    x = rng.normal(size=(2, 7, 16)).astype("float32")
-    key_mask = np.array([[True] * 7, [True] * 5 + [False] * 2])
-    mask = np.broadcast_to(key_mask[:, None, :], (2, 7, 7))
-    if causal:
-        mask = mask & np.tril(np.ones((7, 7), bool))
+    length = 20  # T5's buckets differ each way beyond distance 8
+    x = rng.normal(size=(2, length, 16)).astype("float32")
+    key_mask = np.array([[True] * length, [True] * (length - 3) + [False] * 3])
     layer = kt.layers.MultiHeadAttention(
         16, 4, positions=scheme, bias_initializer="normal", **options
     )
     outputs = np.asarray(layer(x, x, value_mask=key_mask, use_causal_mask=causal))
-    expected = numpy_self_attention(layer, x, mask, scheme)
+    expected = numpy_self_attention(layer, x, key_mask, causal, scheme)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
     plain = kt.layers.MultiHeadAttention(16, 4)  # the same projections, no positions
     plain.build(x.shape, x.shape)
     plain.set_weights(layer.get_weights()[:8])
     unplaced = np.asarray(plain(x, x, value_mask=key_mask, use_causal_mask=causal))
     assert np.abs(unplaced - outputs).max() > 0.01
+
+
+@pytest.mark.parametrize("scheme, options", SCHEMES)
+def test_a_cached_step_attends_as_the_causal_full_pass_at_every_position(scheme, options):
+    """Twenty steps, far enough for T5's unidirectional buckets to leave the exact ones."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 20, 16)).astype("float32")
+    layer = kt.layers.MultiHeadAttention(16, 4, positions=scheme, **options)
+    full = np.asarray(layer(x, x, use_causal_mask=True))
+    keys = np.zeros((2, 4, 20, 4), "float32")  # (B, H, L, K)
+    cache, steps = (keys, keys), []
+    for t in range(20):
+        y, cache = layer.call_with_cache(x[:, t : t + 1], cache, step=t)
+        steps.append(np.asarray(y)[:, 0])
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
 
 def test_relative_indices_clip_the_distance_from_query_to_key():
@@ -107,9 +163,7 @@ def test_relative_indices_clip_the_distance_from_query_to_key():
     ]  # a query at 3, keys at 0..4 (one step of incremental decoding)
 
 
-@pytest.mark.parametrize(
-    "scheme, options", [("rotary", {}), ("relative", {"max_relative_position": 3})]
-)
+@pytest.mark.parametrize("scheme, options", SCHEMES)
 def test_positions_in_attention_enter_self_attention_only_and_round_trip_the_config(
     scheme, options
 ):

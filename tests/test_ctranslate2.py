@@ -49,6 +49,7 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
         dict(positions="learned", max_positions=48),
         dict(positions="rotary", norm_first=True),
         dict(positions="relative", max_relative_position=4),
+        dict(positions="relative_bias"),
     ],
     ids=[
         "post_ln",
@@ -57,6 +58,7 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
         "learned_positions",
         "rotary_pre_ln",
         "relative",
+        "relative_bias",
     ],
 )
 def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tmp_path):

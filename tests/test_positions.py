@@ -1,11 +1,11 @@
-"""Learned positions in every layer, rotary and relative positions, through the translator
-and the exports.
+"""Learned positions in every layer, rotary positions, relative positions and T5's
+relative bias, through the translator and the exports.
 
 The layers and the cached step are checked against references in
 `test_positional_encoding.py`, `test_rotary.py` and `test_search.py`, CTranslate2's
 scores in `test_ctranslate2.py`; here untrained models, one with a learned table whose
 rows are as large as its token embeddings (so a row read at the wrong position changes
-the outputs) added in every layer, one with rotary and one with relative positions, are
+the outputs) added in every layer, and one with each scheme of positions in attention, are
 exported and decoded sentence by sentence.
 """
 
@@ -65,6 +65,7 @@ SCHEMES = {
     ),
     "rotary": dict(positions="rotary"),
     "relative": dict(positions="relative", max_relative_position=6),
+    "relative_bias": dict(positions="relative_bias"),
 }
 
 

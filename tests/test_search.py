@@ -56,6 +56,7 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         (False, None, dict(add_positions="every_layer")),
         (True, "all", dict(positions="rotary")),
         (False, None, dict(positions="relative", max_relative_position=2)),
+        (True, None, dict(positions="relative_bias")),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(

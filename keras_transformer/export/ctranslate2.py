@@ -10,6 +10,7 @@ engine many NMT systems deploy on CPU, with int8 and bfloat16 weights. Its
     sinusoidal table (interleaved or not)    position_encodings.encodings (P, D)
     rotary positions (halves paired)         self_attention rotary_dim 0, no interleave
     relative keys, values (2k + 1, K)        self_attention.relative_position_keys, _values
+    T5 bias per bucket and head (32, H)      self_attention.relative_attention_bias
     query/key/value kernels (D, D) each      self_attention.linear[0] (3D, D), fused
     cross-attention query; key and value     attention.linear[0]; linear[1] (2D, D)
     output kernel                            linear[-1]
@@ -40,6 +41,7 @@ from keras_transformer.export.options import write_options
 from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
+from keras_transformer.layers.relative import RELATIVE_MAX_DISTANCE
 
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
 POSITIONS = 1024
@@ -109,6 +111,8 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
         stack_options.update(rotary_dim=0, rotary_interleave=False)
     elif model.positions == "relative":
         stack_options.update(relative_position=True)
+    elif model.positions == "relative_bias":
+        stack_options.update(relative_attention_bias=True)
     spec = specs.TransformerSpec(
         specs.TransformerEncoderSpec(model.encoder.num_layers, model.num_heads, **stack_options),
         specs.TransformerDecoderSpec(model.decoder.num_layers, model.num_heads, **stack_options),
@@ -175,7 +179,7 @@ def _set_inputs(stack_spec, embedding, positions):
     embeddings = embeddings[0] if isinstance(embeddings, list) else embeddings
     embeddings.weight = _numpy(embedding.token_embedding.embeddings)
     stack_spec.scale_embeddings = True  # Embedding(ids) * sqrt(D)
-    if embedding.positions in ("rotary", "relative"):
+    if embedding.position_encoding is None:
         return  # no table: positions are in the self-attention specs
     if embedding.positions == "learned":
         table = embedding.position_encoding.embeddings  # (max_positions, D)
@@ -213,6 +217,9 @@ def _set_self_attention(attention_spec, attention):
     if attention.positions == "relative":
         attention_spec.relative_position_keys = _numpy(attention.relative_keys)  # (2k + 1, K)
         attention_spec.relative_position_values = _numpy(attention.relative_values)
+    elif attention.positions == "relative_bias":
+        attention_spec.relative_attention_bias = _numpy(attention.relative_attention_bias)
+        attention_spec.relative_attention_max_distance = np.int32(RELATIVE_MAX_DISTANCE)
 
 
 def _set_cross_attention(attention_spec, attention):

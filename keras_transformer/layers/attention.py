@@ -7,11 +7,16 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers import masks
 from keras_transformer.layers.dot_product import scaled_dot_product_attention
-from keras_transformer.layers.relative import check_relative_position, relative_indices
+from keras_transformer.layers.relative import (
+    RELATIVE_BUCKETS,
+    check_relative_position,
+    relative_buckets,
+    relative_indices,
+)
 from keras_transformer.layers.rotary import rotary_positions
 from keras_transformer.validation import check_choice, check_positive_int, check_rate
 
-ATTENTION_POSITIONS = ("rotary", "relative")
+ATTENTION_POSITIONS = ("rotary", "relative", "relative_bias")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -49,10 +54,13 @@ class MultiHeadAttention(keras.layers.Layer):
             `"rotary"`: queries and keys are rotated by their positions
             (`layers.rotary`; the head depth must be even), or `"relative"`:
             Shaw et al.'s relative position representations, a learned vector
-            per clipped distance added to keys and values (`layers.relative`).
-            Either way each logit depends on the distance between query and
-            key. For self-attention, where query t and key t stand at the
-            same position.
+            per clipped distance added to keys and values (`layers.relative`),
+            or `"relative_bias"`: T5's learned scalar per head and distance
+            bucket added to the logits (bidirectional buckets, or with
+            `use_causal_mask` and in `call_with_cache` the decoder's
+            unidirectional ones). Each way the logits see the distance
+            between query and key. For self-attention, where query t and
+            key t stand at the same position.
         max_relative_position: the clipping distance k of
             `positions="relative"` (tables of 2k + 1 rows); required with it,
             None otherwise.
@@ -167,6 +175,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 )
                 for name in ("relative_keys", "relative_values")
             )  # (2k + 1, K) each
+        elif self.positions == "relative_bias":  # one scalar per distance bucket and head
+            self.relative_attention_bias = self.add_weight(
+                name="relative_attention_bias",
+                shape=(RELATIVE_BUCKETS, self.num_heads),
+                initializer=self.kernel_initializer,
+            )  # (32, H)
         self.attention_dropout.build(None)
 
     def _projection(self, name, input_dim, units):
@@ -212,7 +226,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
         # 3. Attention in every head, then concatenate the heads and apply W_O.
         positions = (ops.arange(ops.shape(q)[2]), ops.arange(ops.shape(k)[2]))
-        outputs, scores = self._attend(q, k, v, mask, training, positions)
+        outputs, scores = self._attend(
+            q, k, v, mask, training, positions, bidirectional=not use_causal_mask
+        )
         if return_attention_scores:
             return outputs, scores
         return outputs
@@ -302,7 +318,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         if value_mask is not None:
             mask = masks.merge_masks(mask, masks.key_mask_to_attention_mask(value_mask))
-        outputs, scores = self._attend(q, keys, values, mask, False, positions)
+        outputs, scores = self._attend(q, keys, values, mask, False, positions, False)
         # outputs (B, k, D_out), scores (B, H, k, L)
         outputs = ops.reshape(outputs, (-1, 1, ops.shape(outputs)[-1]))  # (B * k, 1, D_out)
         if return_attention_scores:
@@ -321,12 +337,16 @@ class MultiHeadAttention(keras.layers.Layer):
         x = ops.reshape(x, (rows, -1, self.num_heads, self.depth))  # (B, k, H, K)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, k, K)
 
-    def _attend(self, q, k, v, mask, training, positions=None):
+    def _attend(self, q, k, v, mask, training, positions=None, bidirectional=True):
         """Scaled dot-product attention per head, heads concatenated, then W_O.
 
         `positions`, a pair of integer `(T,)` and `(S,)`, places queries and keys
-        for relative positions."""
+        for relative positions; `bidirectional` picks T5's buckets."""
         relative = {}
+        if self.positions == "relative_bias":
+            buckets = relative_buckets(*positions, bidirectional)  # (T, S)
+            bias = ops.take(self.relative_attention_bias, buckets, axis=0)  # (T, S, H)
+            relative = {"logit_bias": ops.transpose(bias, (2, 0, 1))}  # (H, T, S)
         if self.positions == "relative":
             rows = relative_indices(*positions, self.max_relative_position)  # (T, S)
             relative = {

@@ -59,8 +59,8 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
         activation: activation of the feed-forward network. Defaults to relu.
         positions: the stack's position scheme (`PositionalEmbedding`); the
-            block acts on those that enter attention, `"rotary"` and
-            `"relative"`, in its self-attention. Defaults to `"sinusoidal"`,
+            block acts on those that enter attention, `"rotary"`,
+            `"relative"` and `"relative_bias"`, in its self-attention. Defaults to `"sinusoidal"`,
             added to the embeddings outside the block.
         max_relative_position: the clipping distance of `"relative"`
             positions; required with them, None otherwise.
@@ -159,9 +159,11 @@ class TransformerStack(keras.layers.Layer):
             `shared_embeddings="all"`). It is not part of `get_config`.
         positions: `"sinusoidal"` (the paper's table, default), `"learned"`
             (a trained table of `max_positions` rows), `"rotary"` (no
-            table; every self-attention rotates its queries and keys) or
+            table; every self-attention rotates its queries and keys),
             `"relative"` (no table; every self-attention adds a learned
-            vector per clipped distance to its keys and values).
+            vector per clipped distance to its keys and values) or
+            `"relative_bias"` (no table; every self-attention adds T5's
+            learned bias per head and distance bucket to its logits).
         max_positions: rows of the learned position table; required with
             `positions="learned"`, None otherwise.
         max_relative_position: the clipping distance of relative positions;

@@ -12,7 +12,7 @@ _LOW_PRECISION = ("float16", "bfloat16")
 
 
 def scaled_dot_product_attention(
-    q, k, v, mask=None, dropout=None, relative_keys=None, relative_values=None
+    q, k, v, mask=None, dropout=None, relative_keys=None, relative_values=None, logit_bias=None
 ):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V.
 
@@ -35,6 +35,8 @@ def scaled_dot_product_attention(
             logits; with them q must be `(B, H, T, K)`.
         relative_values: optional `(T, S, Kv)`, the vectors added to value j
             for query t in the outputs.
+        logit_bias: optional, broadcastable to `(..., T, S)`, added to the
+            scaled logits before the mask (T5's relative attention bias).
 
     Returns:
         `(outputs, weights)`: outputs `(..., T, Kv)` and the attention weights
@@ -58,6 +60,8 @@ def scaled_dot_product_attention(
     logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., T, S)
     if relative_keys is not None:
         logits += per_query_product(q, ops.swapaxes(relative_keys, -1, -2))  # (B, H, T, S)
+    if logit_bias is not None:
+        logits += ops.cast(logit_bias, logits.dtype)
     if keras.backend.standardize_dtype(logits.dtype) in _LOW_PRECISION:
         logits = ops.cast(logits, "float32")
     if mask is not None:

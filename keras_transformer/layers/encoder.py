@@ -93,8 +93,9 @@ class Encoder(TransformerStack):
             `"concatenated"` (TF tutorial).
         embedding: optional `PositionalEmbedding` to share with another
             stack instead of a new one (not part of `get_config`).
-        positions: `"sinusoidal"` (default), `"learned"`, `"rotary"` or
-            `"relative"`, as `keras_transformer.Transformer` describes them.
+        positions: `"sinusoidal"` (default), `"learned"`, `"rotary"`,
+            `"relative"` or `"relative_bias"`, as `keras_transformer.Transformer`
+            describes them.
         max_positions: rows of the learned position table; required with
             `positions="learned"`.
         add_positions: `"input"` (default) or `"every_layer"`.

@@ -1,9 +1,9 @@
 """Positional encodings, sinusoidal (§3.5) or learned, and token + position embedding (§3.4).
 
-Two more schemes add no table: rotary positions rotate attention's queries and
+Three more schemes add no table: rotary positions rotate attention's queries and
 keys (`layers.rotary`), relative positions add a vector per distance to its keys
-and values (`layers.relative`); with them `PositionalEmbedding` embeds the tokens
-alone.
+and values, and T5's relative bias a scalar per distance bucket to its logits
+(`layers.relative`); with them `PositionalEmbedding` embeds the tokens alone.
 """
 
 import math
@@ -22,7 +22,8 @@ from keras_transformer.validation import (
 )
 
 LAYOUTS = ("interleaved", "concatenated")
-POSITIONS = ("sinusoidal", "learned", "rotary", "relative")
+POSITIONS = ("sinusoidal", "learned", "rotary", "relative", "relative_bias")
+# `"rotary"`, `"relative"` and `"relative_bias"` enter attention (`attention.ATTENTION_POSITIONS`)
 TABLE_POSITIONS = ("sinusoidal", "learned")  # the schemes that add a table to the embeddings
 ADD_POSITIONS = ("input", "every_layer")
 
@@ -238,8 +239,8 @@ class PositionalEmbedding(keras.layers.Layer):
 
     PE is the paper's sinusoidal table (`PositionalEncoding`) or, with
     `positions="learned"`, a trained table of `max_positions` rows
-    (`LearnedPositionalEncoding`). With `positions="rotary"` or `"relative"`
-    there is no PE: the positions enter attention instead, and
+    (`LearnedPositionalEncoding`). With `positions="rotary"`, `"relative"` or
+    `"relative_bias"` there is no PE: the positions enter attention instead, and
     `position_encoding` is None.
 
     Token id 0 is padding: the layer's output carries the Keras mask
@@ -257,8 +258,8 @@ class PositionalEmbedding(keras.layers.Layer):
             d_model^-0.5, so the scaled embeddings have unit variance like the
             positional encoding.
         positions: `"sinusoidal"` (the paper's table, default), `"learned"`
-            (a trained table), `"rotary"` or `"relative"` (no table;
-            positions enter attention).
+            (a trained table), or `"rotary"`, `"relative"` or
+            `"relative_bias"` (no table; positions enter attention).
         max_positions: rows of the learned table, the longest sequence the
             layer reads; required with `positions="learned"`, None otherwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).

@@ -1,4 +1,4 @@
-"""Relative position representations (Shaw et al., 2018): attention that sees distances.
+"""Relative positions in attention: Shaw et al.'s vectors (2018) and T5's bias (2020).
 
 A learned vector per clipped distance between query i and key j,
 `a_ij = w[clip(j - i, -k, k)]`, is added to the key in the logit and to the
@@ -6,10 +6,18 @@ value in the output (the paper's eqs. 3-5):
 
     e_ij = q_i (k_j + aK_ij)^T / sqrt(d)        z_i = sum_j softmax(e_i)_j (v_j + aV_ij)
 
+T5's relative attention bias (Raffel et al., 2020, §2.1) adds one learned
+scalar per head and distance bucket to the logits, `e_ij += b[bucket(j - i)]`:
+distances below 8 (16 one way) each have a bucket, longer ones share buckets
+spaced logarithmically up to 128, and beyond it the last.
+
 This module holds the index arithmetic and the per-query products;
 `MultiHeadAttention(positions="relative")` holds the tables `wK`, `wV` of
-`2k + 1` rows each, shared by the heads of a layer.
+`2k + 1` rows each, shared by the heads of a layer, and
+`positions="relative_bias"` the `(32, H)` table `b`.
 """
+
+import math
 
 from keras import ops
 
@@ -50,6 +58,46 @@ def relative_indices(query_positions, key_positions, max_distance):
         ops.cast(key_positions, "int32")[None, :] - ops.cast(query_positions, "int32")[:, None]
     )
     return ops.clip(distance, -max_distance, max_distance) + max_distance  # (T, S)
+
+
+RELATIVE_BUCKETS = 32  # T5's number of distance buckets
+RELATIVE_MAX_DISTANCE = 128  # and the distance from which all share the last
+
+
+def relative_buckets(query_positions, key_positions, bidirectional):
+    """T5's distance bucket of every query-key pair.
+
+    Bidirectional (an encoder): half the buckets for keys after the query,
+    half for keys before it. Unidirectional (a decoder's causal attention):
+    every bucket for keys before the query; keys after it share bucket 0.
+
+    Args:
+        query_positions: integer `(T,)`.
+        key_positions: integer `(S,)`.
+        bidirectional: whether keys after the query have buckets of their own.
+
+    Returns:
+        int32 `(T, S)` in `[0, RELATIVE_BUCKETS)`.
+
+    Examples:
+        >>> relative_buckets(np.array([20]), np.arange(0, 40, 6), bidirectional=True)
+        [[10, 9, 8, 2, 20, 24, 26]]
+    """
+    keys = ops.cast(key_positions, "int32")[None, :]  # (1, S)
+    distance = keys - ops.cast(query_positions, "int32")[:, None]  # (T, S): j - i
+    buckets = RELATIVE_BUCKETS
+    bucket = ops.zeros_like(distance)
+    if bidirectional:
+        buckets //= 2
+        bucket += ops.cast(distance > 0, "int32") * buckets
+        distance = ops.abs(distance)
+    else:
+        distance = ops.maximum(-distance, 0)
+    exact = buckets // 2  # distances below it have a bucket each
+    spread = ops.log(ops.cast(ops.maximum(distance, 1), "float32") / exact)
+    spread = spread / math.log(RELATIVE_MAX_DISTANCE / exact) * (buckets - exact)
+    far = ops.minimum(exact + ops.cast(spread, "int32"), buckets - 1)
+    return bucket + ops.where(distance < exact, distance, far)  # (T, S)
 
 
 def per_query_product(x, matrices):

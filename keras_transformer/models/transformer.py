@@ -60,9 +60,11 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         positions: how the model tells where a token is: `"sinusoidal"`
             (the paper's fixed table, default), `"learned"` (a trained
             table per side), `"rotary"` (the queries and keys of every
-            self-attention rotated by their positions) or `"relative"` (Shaw
+            self-attention rotated by their positions), `"relative"` (Shaw
             et al.'s learned vectors per distance, added to the keys and
-            values of every self-attention).
+            values of every self-attention) or `"relative_bias"` (T5's
+            learned scalar per head and distance bucket, added to the
+            logits of every self-attention).
         max_positions: rows of the learned table, the longest source or
             target the model reads; required with `positions="learned"`.
         add_positions: where a table of positions enters each stack:
