@@ -217,10 +217,11 @@ def test_ctranslate2_export_refuses_what_it_cannot_write(tiny_translation, tmp_p
     softplus((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
     with pytest.raises(ValueError, match="no activation 'softplus'"):
         ctranslate2_spec(softplus, tokenizer.pieces[:50], tokenizer.pieces[:50])
-    every_layer = kt.Transformer(1, 16, 2, 32, 50, 50, add_positions="every_layer")
-    every_layer((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
-    with pytest.raises(ValueError, match="add_positions='every_layer'"):
-        ctranslate2_spec(every_layer, tokenizer.pieces[:50], tokenizer.pieces[:50])
+    for elsewhere in ("every_layer", "queries_and_keys"):
+        placed = kt.Transformer(1, 16, 2, 32, 50, 50, add_positions=elsewhere)
+        placed((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
+        with pytest.raises(ValueError, match=f"elsewhere \\(add_positions='{elsewhere}'"):
+            ctranslate2_spec(placed, tokenizer.pieces[:50], tokenizer.pieces[:50])
     too_many = tokenizer.pieces + [f"extra{i}" for i in range(model.input_vocab_size)]
     with pytest.raises(ValueError, match=f"source vocabulary has {len(too_many)} pieces"):
         ctranslate2_spec(model, too_many, tokenizer.pieces)

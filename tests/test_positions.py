@@ -41,6 +41,32 @@ def test_positions_in_every_layer_enter_each_layers_input():
     assert np.abs(plain(ids).numpy() - encoded).max() > 0.1
 
 
+def test_positions_for_queries_and_keys_steer_attention_without_entering_the_values():
+    """The table is added to every self-attention's query and key inputs, not to the
+    embeddings or the values: with the query kernels zero (uniform attention) the
+    positions change nothing."""
+    encoder = kt.layers.Encoder(2, 16, 2, 32, 50, add_positions="queries_and_keys")
+    ids = np.array([[5, 9, 4, 3, 0, 0]])
+    encoded = encoder(ids).numpy()
+    mask = ids != 0
+    table = kt.layers.positional_encoding(6, 16).numpy()[None]  # (1, 6, 16)
+    tokens = encoder.embedding.token_embedding(ids) * 4.0  # sqrt(16), no table added
+
+    def by_hand(rows):
+        x = tokens
+        for block in encoder.blocks:
+            x = block(x, mask=mask, query_key_positions=rows)
+        return x.numpy()
+
+    np.testing.assert_allclose(encoded, by_hand(table), atol=1e-5)
+    assert np.abs(encoded - by_hand(None)).max() > 0.01
+    for block in encoder.blocks:
+        attention = block.self_attention
+        attention.query_kernel.assign(np.zeros(attention.query_kernel.shape))
+        attention.query_bias.assign(np.zeros(attention.query_bias.shape))
+    np.testing.assert_allclose(encoder(ids).numpy(), by_hand(None), atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def numbers():
     """`(tokenizer, sentences)`: a 100-piece vocabulary and 20 numbers, an empty line and an
@@ -66,6 +92,9 @@ SCHEMES = {
     "rotary": dict(positions="rotary"),
     "relative": dict(positions="relative", max_relative_position=6),
     "relative_bias": dict(positions="relative_bias"),
+    "learned_queries_and_keys": dict(
+        positions="learned", max_positions=MAX_POSITIONS, add_positions="queries_and_keys"
+    ),
 }
 
 
@@ -84,11 +113,18 @@ def test_the_saved_model_and_litert_translate_as_the_translator_does(scheme, num
     tokenizer, sentences = numbers
     model = untrained(tokenizer, **SCHEMES[scheme])
     translator = kt.Translator(model, tokenizer, tokenizer, max_length=MAX_POSITIONS, beam_size=3)
-    path = export_translator(translator, "positions", tmp_path, warmup=False)
+    text = scheme == "learned_every_layer"  # strings in and out once; token ids, faster, else
+    path = export_translator(translator, "positions", tmp_path, text=text, warmup=False)
     loaded = tf.saved_model.load(path)
-    outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences))["outputs"]
-    expected = kt.inference.translate_lines(translator, sentences)
-    assert [text.decode() for text in outputs.numpy()] == expected
+    if text:
+        outputs = loaded.signatures["serving_default"](inputs=tf.constant(sentences))["outputs"]
+        expected = kt.inference.translate_lines(translator, sentences)
+        assert [text.decode() for text in outputs.numpy()] == expected
+    else:
+        source_ids = translator.source_ids(tf.constant(sentences))
+        outputs = loaded.signatures["serving_default"](source_ids=source_ids)["target_ids"]
+        expected = translator.translate_ids(source_ids)
+        np.testing.assert_array_equal(outputs.numpy(), expected.numpy())
     assert saved_model_ops(path) - tf_serving_ops() == set()
     if model.max_positions is not None:
         too_long = tf.fill([1, MAX_POSITIONS + 1], 5)

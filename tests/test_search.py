@@ -57,6 +57,7 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         (True, "all", dict(positions="rotary")),
         (False, None, dict(positions="relative", max_relative_position=2)),
         (True, None, dict(positions="relative_bias")),
+        (False, "all", dict(add_positions="queries_and_keys")),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(

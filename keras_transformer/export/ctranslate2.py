@@ -95,8 +95,8 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
     specs = ct2.specs
     if model.add_positions != "input":
         raise ArgumentError(
-            "CTranslate2's Transformer adds positions to the embeddings only; this model adds "
-            f"them to every layer (add_positions={model.add_positions!r})."
+            "CTranslate2's Transformer adds a position table to the embeddings only; this "
+            f"model adds it elsewhere (add_positions={model.add_positions!r})."
         )
     activation = keras.activations.serialize(model.activation)
     if activation not in _ACTIVATIONS:

@@ -258,6 +258,7 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         attention_mask=None,
         return_attention_scores=False,
+        value=None,
     ):
         """Attention of one decoding step to cached keys and values.
 
@@ -283,6 +284,9 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_mask: optional boolean `(B, 1, k, L)`, True where a
                 hypothesis may attend (`cache.lineage_mask`).
             return_attention_scores: whether to also return the weights.
+            value: optional `(B * k, 1, D_v)`, the input the new entry's value
+                is projected from (its key is projected from `query`);
+                defaults to `query`.
 
         Returns:
             `(outputs (B * k, 1, D_out), cache)`, the cache updated when
@@ -306,7 +310,7 @@ class MultiHeadAttention(keras.layers.Layer):
         q = self._per_row(self._rotated(q, step), rows)  # (B, H, k, K)
         mask, positions = attention_mask, None
         if step is not None:
-            k, v = self.project_key_value(query)  # (B * k, H, 1, K) each
+            k, v = self.project_key_value(query if value is None else value, key=query)
             k, v = self._per_row(self._rotated(k, step), rows), self._per_row(v, rows)
             keys, values = cache_layout.write(keys, values, k, v, step)
             beams = ops.shape(q)[2]

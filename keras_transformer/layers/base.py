@@ -4,6 +4,7 @@ import inspect
 from collections.abc import Callable
 
 import keras
+from keras import ops
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.layers.attention import ATTENTION_POSITIONS, MultiHeadAttention
@@ -125,6 +126,14 @@ class TransformerBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
+    def _self_attention_inputs(self, y, query_key_positions):
+        """`(query, value, key)` of self-attention over `y` `(B, L, D)`: the position rows
+        `(1, L, D)`, if given, added to the query and the key, never to the value."""
+        if query_key_positions is None:
+            return y, y, None
+        placed = y + ops.cast(query_key_positions, y.dtype)
+        return placed, y, placed
+
     def _build_feed_forward(self, inputs_shape):
         self.feed_forward.build(inputs_shape)
         self.feed_forward_norm.build(inputs_shape)
@@ -171,8 +180,10 @@ class TransformerStack(keras.layers.Layer):
         add_positions: where a table of positions enters: `"input"` (the
             embeddings, as in the paper, default) or `"every_layer"` (the
             embeddings and the input of every further layer, with no
-            dropout there). Rotary and relative positions are in every
-            layer already.
+            dropout there), or `"queries_and_keys"` (not the embeddings:
+            the inputs of every self-attention's queries and keys, never its
+            values, so positions steer where attention looks without entering
+            what it reads). Positions in attention are in every layer already.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -259,10 +270,22 @@ class TransformerStack(keras.layers.Layer):
             self.final_norm.build(hidden_shape)
         return hidden_shape
 
+    def _embed(self, token_ids, start_index=0, training=None):
+        """The embedded tokens `(B, L, D)`, and the position rows `(1, L, D)` that every
+        self-attention adds to its queries and keys (None unless they go there)."""
+        to_attention = self.add_positions == "queries_and_keys"
+        x = self.embedding(
+            token_ids, start_index=start_index, training=training, add_positions=not to_attention
+        )  # (B, L, D)
+        if not to_attention:
+            return x, None
+        rows = self.embedding.position_encoding(ops.zeros_like(x[:1]), start_index=start_index)
+        return x, rows  # (1, L, D)
+
     def _layer_input(self, x, index, start_index=0):
         """What block `index` reads: `x`, plus the positions from the second block on
         where they enter every layer."""
-        if index == 0 or self.add_positions == "input":
+        if index == 0 or self.add_positions != "every_layer":
             return x
         return self.embedding.position_encoding(x, start_index=start_index)  # (B, L, D)
 

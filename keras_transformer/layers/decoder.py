@@ -42,6 +42,8 @@ class DecoderLayer(TransformerBlock):
             taken from the context's Keras mask when not given.
         training: whether dropout is active.
         return_attention_scores: whether to also return the attention weights.
+        query_key_positions: optional `(1, T, D)`, position rows added to the
+            queries' and keys' input of self-attention, not the values'.
 
     Returns:
         `(B, T, D)` carrying the inputs' Keras mask; with
@@ -78,11 +80,14 @@ class DecoderLayer(TransformerBlock):
         context_mask=None,
         training=None,
         return_attention_scores=False,
+        query_key_positions=None,
     ):
         def attend_to_target(y):  # causal self-attention over the target
+            query, value, key = self._self_attention_inputs(y, query_key_positions)
             return self.self_attention(
-                y,
-                y,
+                query,
+                value,
+                key=key,
                 value_mask=inputs_mask,
                 use_causal_mask=True,
                 return_attention_scores=True,
@@ -109,6 +114,7 @@ class DecoderLayer(TransformerBlock):
         cross_cache,
         context_mask=None,
         self_mask=None,
+        query_key_positions=None,
     ):
         """Decodes one position from cached keys and values, as `call` would.
 
@@ -126,6 +132,8 @@ class DecoderLayer(TransformerBlock):
             self_mask: optional boolean `(B, 1, k, L * k)`, which self-attention
                 entries each hypothesis sees (`cache.lineage_mask`); without
                 it, positions 0..step of its own slot.
+            query_key_positions: optional `(1, 1, D)`, the position row of
+                `step` for self-attention's query and key.
 
         Returns:
             `(outputs (B * k, 1, D), self_cache, cross_attention)`: the cache
@@ -134,8 +142,9 @@ class DecoderLayer(TransformerBlock):
         """
 
         def attend_to_target(y):  # to the cache up to `step`, which `y` is written into
+            query, value, _ = self._self_attention_inputs(y, query_key_positions)
             return self.self_attention.call_with_cache(
-                y, self_cache, step=step, attention_mask=self_mask
+                query, self_cache, step=step, attention_mask=self_mask, value=value
             )
 
         def attend_to_context(y):  # to the encoder's cached keys and values
@@ -193,7 +202,8 @@ class Decoder(TransformerStack):
             describes them.
         max_positions: rows of the learned position table; required with
             `positions="learned"`.
-        add_positions: `"input"` (default) or `"every_layer"`.
+        add_positions: `"input"` (default), `"every_layer"` or
+            `"queries_and_keys"`.
         max_relative_position: the clipping distance of relative positions;
             required with `positions="relative"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -241,7 +251,7 @@ class Decoder(TransformerStack):
     ):
         check_token_ids("token_ids", token_ids)
         mask = self.embedding.compute_mask(token_ids)  # (B, T)
-        x = self.embedding(token_ids, training=training)  # (B, T, D)
+        x, rows = self._embed(token_ids, training=training)  # (B, T, D), None or (1, T, D)
         scores = []
         for index, block in enumerate(self.blocks):
             x, block_scores = block(
@@ -251,6 +261,7 @@ class Decoder(TransformerStack):
                 context_mask=context_mask,
                 training=training,
                 return_attention_scores=True,
+                query_key_positions=rows,
             )  # (B, T, D)
             scores.append(block_scores)
         x = self._final(x)
@@ -314,7 +325,7 @@ class Decoder(TransformerStack):
                 np.array([[bos_id]]), 0, self_cache, decoder.cross_cache(memory))
             ```
         """
-        x = self.embedding(token_ids, start_index=step, training=False)  # (B * k, 1, D)
+        x, rows = self._embed(token_ids, start_index=step, training=False)  # (B * k, 1, D)
         chosen = None
         if attention_layer is not None:
             if not -self.num_layers <= attention_layer < self.num_layers:
@@ -330,7 +341,13 @@ class Decoder(TransformerStack):
             zip(self.blocks, self_cache.layers, cross_cache, strict=True)
         ):
             x, pair, scores = block.call_with_cache(
-                self._layer_input(x, index, step), step, pair, cross_pair, context_mask, self_mask
+                self._layer_input(x, index, step),
+                step,
+                pair,
+                cross_pair,
+                context_mask,
+                self_mask,
+                query_key_positions=rows,
             )  # scores (B * k, H, 1, S)
             if index == chosen:
                 attention = ops.mean(scores[:, :, 0], axis=1)  # (B * k, S)

@@ -33,6 +33,8 @@ class EncoderLayer(TransformerBlock):
             attended to); taken from the inputs' Keras mask when not given
             (an explicit mask wins).
         training: whether dropout is active.
+        query_key_positions: optional `(1, S, D)`, position rows added to
+            the queries' and keys' input of self-attention, not the values'.
 
     Returns:
         `(B, S, D)`, carrying the input's Keras mask.
@@ -56,10 +58,13 @@ class EncoderLayer(TransformerBlock):
         self.self_attention_norm.build(inputs_shape)
         self._build_feed_forward(inputs_shape)
 
-    def call(self, inputs, mask=None, training=None):
+    def call(self, inputs, mask=None, training=None, query_key_positions=None):
         # 1. Self-attention; `mask` blocks attention to padding.
         y = sublayer_input(inputs, self.self_attention_norm, self.norm_first)
-        y = self.self_attention(y, y, value_mask=mask, training=training)  # (B, S, D)
+        query, value, key = self._self_attention_inputs(y, query_key_positions)
+        y = self.self_attention(
+            query, value, key=key, value_mask=mask, training=training
+        )  # (B, S, D)
         x = residual(inputs, y, self.dropout, self.self_attention_norm, self.norm_first, training)
         # 2. Feed-forward.
         y = sublayer_input(x, self.feed_forward_norm, self.norm_first)
@@ -98,7 +103,8 @@ class Encoder(TransformerStack):
             describes them.
         max_positions: rows of the learned position table; required with
             `positions="learned"`.
-        add_positions: `"input"` (default) or `"every_layer"`.
+        add_positions: `"input"` (default), `"every_layer"` or
+            `"queries_and_keys"`.
         max_relative_position: the clipping distance of relative positions;
             required with `positions="relative"`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
@@ -132,9 +138,11 @@ class Encoder(TransformerStack):
     def call(self, token_ids, training=None):
         check_token_ids("token_ids", token_ids)
         mask = self.embedding.compute_mask(token_ids)  # (B, S)
-        x = self.embedding(token_ids, training=training)  # (B, S, D)
+        x, rows = self._embed(token_ids, training=training)  # (B, S, D), None or (1, S, D)
         for index, block in enumerate(self.blocks):
-            x = block(self._layer_input(x, index), mask=mask, training=training)  # (B, S, D)
+            x = block(
+                self._layer_input(x, index), mask=mask, training=training, query_key_positions=rows
+            )  # (B, S, D)
         return self._final(x)
 
     def compute_output_shape(self, token_ids_shape):

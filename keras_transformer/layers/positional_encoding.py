@@ -25,7 +25,7 @@ LAYOUTS = ("interleaved", "concatenated")
 POSITIONS = ("sinusoidal", "learned", "rotary", "relative", "relative_bias")
 # `"rotary"`, `"relative"` and `"relative_bias"` enter attention (`attention.ATTENTION_POSITIONS`)
 TABLE_POSITIONS = ("sinusoidal", "learned")  # the schemes that add a table to the embeddings
-ADD_POSITIONS = ("input", "every_layer")
+ADD_POSITIONS = ("input", "every_layer", "queries_and_keys")
 
 
 def positional_encoding(length, depth, layout="interleaved", start=0, max_wavelength=10000):
@@ -66,7 +66,7 @@ def check_positions(positions, max_positions, add_positions="input"):
     """A `ValueError` unless the position options go together: `positions` is a scheme of
     `POSITIONS`; `max_positions`, the learned table's rows, is given with `"learned"` and
     only then; and `add_positions` is `"input"` or, for a scheme with a table,
-    `"every_layer"`."""
+    `"every_layer"` or `"queries_and_keys"`."""
     check_choice("positions", positions, POSITIONS)
     check_choice("add_positions", add_positions, ADD_POSITIONS)
     if (positions == "learned") != (max_positions is not None):
@@ -268,6 +268,9 @@ class PositionalEmbedding(keras.layers.Layer):
         token_ids: integer tensor `(B, L)`.
         start_index: position of the first token (for step-by-step decoding).
         training: whether dropout is active.
+        add_positions: whether to add PE. Defaults to True; a stack that
+            adds the table elsewhere (to attention's queries and keys) passes
+            False.
 
     Returns:
         `(B, L, D)` with Keras mask `(B, L)`.
@@ -346,11 +349,11 @@ class PositionalEmbedding(keras.layers.Layer):
             self.position_encoding.build((*token_ids_shape, self.d_model))
         self.dropout.build(None)
 
-    def call(self, token_ids, start_index=0, training=None):
+    def call(self, token_ids, start_index=0, training=None, add_positions=True):
         check_token_ids("token_ids", token_ids)
         x = self.token_embedding(token_ids)  # (B, L, D)
         x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
-        if self.position_encoding is not None:
+        if self.position_encoding is not None and add_positions:
             x = self.position_encoding(x, start_index=start_index)
         return self.dropout(x, training=training)
 

@@ -68,8 +68,10 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         max_positions: rows of the learned table, the longest source or
             target the model reads; required with `positions="learned"`.
         add_positions: where a table of positions enters each stack:
-            `"input"` (the embeddings, default) or `"every_layer"` (every
-            layer's input too); `"input"` for the schemes without a table.
+            `"input"` (the embeddings, default), `"every_layer"` (every
+            layer's input too) or `"queries_and_keys"` (the query and key
+            inputs of every self-attention, never the values); `"input"` for
+            the schemes without a table.
         max_relative_position: the distance k beyond which relative
             positions are clipped (2k + 1 vectors of keys and of values per
             layer); required with `positions="relative"`.
