@@ -226,6 +226,20 @@ class TwoValueSteps(StepWrapper):
         return (logits, cache) if attention_layer is None else (logits, cache, attention)
 
 
+def xla_searches(model, bos, eos, new_tokens):
+    """Greedy search and beam 4 of `model` as XLA-compiled functions of source ids, each
+    decoding `new_tokens` tokens (with an `eos` no search produces, exactly that many)."""
+    greedy = tf.function(
+        lambda s: greedy_search(model, s, bos, eos, max_length=new_tokens)[0],
+        jit_compile=True,
+    )
+    beam = tf.function(
+        lambda s: beam_search(model, s, bos, eos, max_length=new_tokens, beam_size=4)[0],
+        jit_compile=True,
+    )
+    return {"greedy": greedy, "beam4": beam}
+
+
 def time_alternately(functions, batches, rounds):
     """Median seconds of each function over all `batches`, timed in turn round by round
     (fair on a noisy machine), and each function's outputs, one array per batch."""

@@ -23,11 +23,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from decode_speed import time_alternately  # noqa: E402
+from decode_speed import time_alternately, xla_searches  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
-from keras_transformer.inference import beam_search, greedy_search  # noqa: E402
 
 BOS, NEVER = 2, -1  # NEVER: an EOS id no search can produce
 VOCAB, BATCH, SOURCE_LENGTH, NEW_TOKENS = 8000, 64, 16, 32
@@ -51,18 +49,9 @@ def build(encoder_layers, decoder_layers):
     model.compile(optimizer="adam", loss=kt.MaskedSparseCategoricalCrossentropy())
     rng = np.random.default_rng(0)
     pairs = [rng.integers(3, VOCAB, (BATCH, 32)).astype("int32") for _ in range(3)]
-    greedy = tf.function(
-        lambda s: greedy_search(model, s, BOS, NEVER, max_length=NEW_TOKENS)[0],
-        jit_compile=True,
-    )
-    beam = tf.function(
-        lambda s: beam_search(model, s, BOS, NEVER, max_length=NEW_TOKENS, beam_size=4)[0],
-        jit_compile=True,
-    )
     functions = {
         "train_step": lambda _: model.train_on_batch((pairs[0], pairs[1]), pairs[2]),
-        "greedy": greedy,
-        "beam4": beam,
+        **xla_searches(model, BOS, NEVER, NEW_TOKENS),
     }
     return model, functions
 
