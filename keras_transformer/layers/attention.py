@@ -316,8 +316,8 @@ class MultiHeadAttention(keras.layers.Layer):
             beams = ops.shape(q)[2]
             if mask is None:  # (1, 1, k, L)
                 mask = cache_layout.own_slot_mask(ops.shape(keys)[2], step, beams)
-            positions = (  # the k queries stand at `step`; entries at their positions
-                ops.zeros((beams,), "int32") + step,
+            positions = (  # the k queries all stand at `step`; entries at their positions
+                ops.reshape(ops.cast(step, "int32"), (1,)),
                 cache_layout.entry_positions(ops.shape(keys)[2], beams),
             )
         if value_mask is not None:
@@ -344,8 +344,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def _attend(self, q, k, v, mask, training, positions=None, bidirectional=True):
         """Scaled dot-product attention per head, heads concatenated, then W_O.
 
-        `positions`, a pair of integer `(T,)` and `(S,)`, places queries and keys
-        for relative positions; `bidirectional` picks T5's buckets."""
+        `positions`, a pair of integer `(T,)` (or `(1,)`: every query at one
+        position) and `(S,)`, places queries and keys for relative positions;
+        `bidirectional` picks T5's buckets."""
         relative = {}
         if self.positions == "relative_bias":
             buckets = relative_buckets(*positions, bidirectional)  # (T, S)

@@ -32,9 +32,10 @@ def scaled_dot_product_attention(
             they weigh the values (e.g. a bound `keras.layers.Dropout`).
         relative_keys: optional `(T, S, K)`, Shaw et al.'s relative position
             vectors (`layers.relative`) added to key j for query t in the
-            logits; with them q must be `(B, H, T, K)`.
-        relative_values: optional `(T, S, Kv)`, the vectors added to value j
-            for query t in the outputs.
+            logits, or `(1, S, K)` for queries at one position; with them q
+            must be `(B, H, T, K)`.
+        relative_values: optional `(T, S, Kv)` or `(1, S, Kv)`, the vectors
+            added to value j for query t in the outputs.
         logit_bias: optional, broadcastable to `(..., T, S)`, added to the
             scaled logits before the mask (T5's relative attention bias).
 

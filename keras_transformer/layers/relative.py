@@ -105,11 +105,15 @@ def per_query_product(x, matrices):
 
     Args:
         x: `(B, H, T, A)`.
-        matrices: `(T, A, C)`, one matrix per query position t.
+        matrices: `(T, A, C)`, one matrix per query position t, or `(1, A, C)`,
+            one matrix for every query (all T queries at one position, as the
+            hypotheses of a decoding step are): then one plain product.
 
     Returns:
         `(B, H, T, C)`: `out[b, h, t] = x[b, h, t] @ matrices[t]`.
     """
+    if matrices.shape[0] == 1:
+        return ops.matmul(x, ops.cast(matrices[0], x.dtype))  # (B, H, T, C)
     batch, heads, length, width = (ops.shape(x)[i] for i in range(4))
     rows = ops.transpose(x, (2, 0, 1, 3))  # (T, B, H, A)
     rows = ops.reshape(rows, (length, batch * heads, width))  # (T, B * H, A)
