@@ -191,7 +191,7 @@ def own_slot_mask(length, step, beams=1):
     """
     entry = ops.arange(length)
     own = entry % beams == ops.arange(beams)[:, None]  # (k, L * k)
-    return ((entry // beams <= step) & own)[None, None]  # (1, 1, k, L * k)
+    return ((entry_positions(length, beams) <= step) & own)[None, None]  # (1, 1, k, L * k)
 
 
 def lineage_mask(lineage, step):
@@ -214,6 +214,6 @@ def lineage_mask(lineage, step):
     lineage = ops.cast(lineage, "int32")
     beams, length = lineage.shape[1], lineage.shape[2]
     entry = ops.arange(length * beams, dtype="int32")
-    position, slot = entry // beams, entry % beams  # (L * k,) each
+    position, slot = entry_positions(length * beams, beams), entry % beams  # (L * k,) each
     owner = ops.take(lineage, position, axis=2)  # (B, k, L * k)
     return ((position <= step) & (slot == owner))[:, None]  # (B, 1, k, L * k)
