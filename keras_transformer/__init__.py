@@ -1,7 +1,8 @@
 """keras_transformer: the encoder-decoder Transformer as Keras 3 layers.
 
 The names most programs need are here (`kt.Transformer`,
-`kt.transformer_optimizer`, `kt.Translator`, `kt.DecodeOptions`, `kt.export_translator`, ...);
+`kt.transformer_optimizer`, `kt.Translator`, `kt.DecodeOptions`, `kt.export_translator`,
+`kt.import_marian`, ...);
 the subpackages `kt.layers`, `kt.models`, `kt.text`, `kt.datasets`,
 `kt.training`, `kt.inference`, `kt.export` and `kt.run` hold the rest.
 """
@@ -23,6 +24,7 @@ from keras_transformer import (  # noqa: E402
 from keras_transformer.export import export_translator  # noqa: E402
 from keras_transformer.inference import DecodeOptions, Translator  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
+from keras_transformer.run.marian import import_marian  # noqa: E402
 from keras_transformer.training import (  # noqa: E402
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,
@@ -42,6 +44,7 @@ __all__ = [
     "datasets",
     "export",
     "export_translator",
+    "import_marian",
     "inference",
     "layers",
     "models",

@@ -220,6 +220,7 @@ RULES = {
         "max_positions": optional(POSITIVE_INT),
         "add_positions": one_of(*ADD_POSITIONS),
         "max_relative_position": optional(POSITIVE_INT),
+        "start_from_zero_embedding": FLAG,
     },
     "train": {
         "epochs": POSITIVE_INT,

@@ -22,6 +22,7 @@ import pytest
 import tensorflow as tf
 from conftest import REPO
 from markdown import PAGES, fenced_blocks
+from opus_mt import write_opus_mt
 
 from keras_transformer.cli.parser import parser
 from keras_transformer.datasets import numbers_corpus
@@ -54,10 +55,14 @@ def data_dir(tmp_path_factory):
 
 @pytest.fixture
 def workspace(request, data_dir, tmp_path, monkeypatch):
-    """The working directory of one page's examples: `data/`, and `runs/numbers_de_en`
-    for the pages that use it (the README's main job then runs first, once)."""
+    """The working directory of one page's examples: `data/`, `runs/numbers_de_en`
+    for the pages that use it (the README's main job then runs first, once), and an
+    OPUS-MT directory `opus-mt-de-en` for those that import one."""
     (tmp_path / "data").symlink_to(data_dir)
-    if uses_main_job(request.node.callspec.params["page"]):
+    page = request.node.callspec.params["page"]
+    if any("opus-mt-de-en" in code for _, code in fenced_blocks(page, "python")):
+        write_opus_mt(tmp_path / "opus-mt-de-en")  # a tiny stand-in for the downloaded model
+    if uses_main_job(page):
         main_job, _ = request.getfixturevalue("main_job")
         (tmp_path / "runs").mkdir()
         (tmp_path / "runs" / "numbers_de_en").symlink_to(main_job / "runs" / "numbers_de_en")

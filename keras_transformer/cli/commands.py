@@ -44,6 +44,13 @@ def run_train(args):
     print(f"trained: {args.run_dir}")
 
 
+def run_import(args):
+    from keras_transformer.run.marian import import_marian
+
+    run = import_marian(args.model_dir, args.run_dir)
+    print(f"imported: {run.path}")
+
+
 def run_config(args):
     from keras_transformer import config_reference
     from keras_transformer.run.directory import RunDirectory

@@ -7,6 +7,7 @@ from keras_transformer.cli.commands import (
     run_config,
     run_evaluate,
     run_export,
+    run_import,
     run_plot,
     run_score,
     run_train,
@@ -49,6 +50,7 @@ def parser():
         add_average,
         add_config,
         add_plot,
+        add_import,
     ):
         add(commands)
     return p
@@ -220,6 +222,23 @@ def add_plot(commands):
         "the run directory)",
     )
     plot.set_defaults(command=run_plot)
+
+
+def add_import(commands):
+    imported = commands.add_parser(
+        "import",
+        help="write a model trained with another toolkit (an OPUS-MT/Marian directory) as a "
+        "run directory, to translate, evaluate, export or fine-tune with train",
+    )
+    imported.add_argument("--format", required=True, choices=["marian"])
+    imported.add_argument(
+        "--model-dir",
+        required=True,
+        help="the model's directory (decoder.yml, the .npz and .yml files it names, "
+        "source.spm, target.spm)",
+    )
+    run_dir_argument(imported)
+    imported.set_defaults(command=run_import)
 
 
 def config_arguments(p, config_help):

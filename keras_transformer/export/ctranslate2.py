@@ -140,6 +140,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
         spec.decoder.projection.weight = spec.decoder.embeddings.weight
         spec.decoder.projection.bias = _numpy(model.output_bias)
 
+    spec.decoder.start_from_zero_embedding = model.start_from_zero_embedding
     spec.config.layer_norm_epsilon = model.layer_norm_epsilon
     spec.config.add_source_eos = True
     spec.register_source_vocabulary(_vocabulary(source_pieces, model.input_vocab_size, "source"))

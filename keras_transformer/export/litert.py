@@ -14,24 +14,27 @@ Tokenization stays outside the model: TensorFlow Text's LiteRT kernels
 (`tflite_registrar`) must be registered with the interpreter, and
 `ai-edge-litert`'s has no way to register them, so the SentencePiece models
 travel beside the `.tflite` file and `LiteRTTranslator` runs them with the
-`sentencepiece` library, which gives the ids TensorFlow Text gives. Requires
+`sentencepiece` library, which gives the ids TensorFlow Text gives (mapped through
+`id_maps.npz` for a `MarianTokenizer`'s vocabulary). Requires
 `ai-edge-litert` (`pip install "keras-transformer-nmt[litert]"`).
 """
 
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import write_options
 from keras_transformer.inference.translator import Translator
-from keras_transformer.text import SentencePieceTokenizer
+from keras_transformer.text import MarianTokenizer, SentencePieceTokenizer
 from keras_transformer.validation import check_choice, check_positive_int
 
 LITERT_FILE = "translator.tflite"
 OPTIONS_FILE = "litert.json"
 SOURCE_MODEL = "source.model"
 TARGET_MODEL = "target.model"
+ID_MAPS = "id_maps.npz"  # SentencePiece's ids <-> the model's, where a vocabulary renumbers
 QUANTIZATIONS = ("float16", "dynamic_int8")
 MAX_SOURCE_LENGTH = 64
 # What `litert.json` holds beside the `DecodeOptions` of the exported search.
@@ -88,7 +91,7 @@ def export_litert(
         )
     for side in ("source", "target"):
         tokenizer = getattr(translator, f"{side}_tokenizer")
-        if not isinstance(tokenizer, SentencePieceTokenizer):
+        if not isinstance(tokenizer, (SentencePieceTokenizer, MarianTokenizer)):
             raise ArgumentError(
                 f"The LiteRT export runs SentencePiece beside the model; the {side} tokenizer "
                 f"is a {type(tokenizer).__name__}."
@@ -128,6 +131,12 @@ def export_litert(
         (TARGET_MODEL, plain.target_tokenizer),
     ]:
         tokenizer.write_asset(os.path.join(directory, name))
+    if isinstance(plain.source_tokenizer, MarianTokenizer):  # then the target's is one too
+        np.savez(
+            os.path.join(directory, ID_MAPS),
+            source=plain.source_tokenizer.sentencepiece_to_ids,
+            target=plain.target_tokenizer.ids_to_sentencepiece,
+        )
     options = {
         **plain.options.to_dict(),
         "quantization": quantization,

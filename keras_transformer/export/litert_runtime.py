@@ -12,6 +12,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.export.litert import (
     EXPORT_KEYS,
+    ID_MAPS,
     LITERT_FILE,
     OPTIONS_FILE,
     SOURCE_MODEL,
@@ -90,6 +91,12 @@ class LiteRTTranslator:
             )
             for name in (SOURCE_MODEL, TARGET_MODEL)
         )
+        self._source_map = self._target_map = None  # SentencePiece ids are the model's
+        if os.path.isfile(os.path.join(directory, ID_MAPS)):
+            maps = open_export_file(
+                directory, ID_MAPS, lambda path: dict(np.load(path)), "the id maps", "litert"
+            )
+            self._source_map, self._target_map = maps["source"], maps["target"]
         interpreter_class = _interpreter_class()
 
         def load_interpreter(path):
@@ -110,7 +117,10 @@ class LiteRTTranslator:
 
     def source_ids(self, sentence):
         """A sentence's ids, cut to `max_source_length` with EOS: int32 `(1, S)`, 0-padded."""
-        kept = self.source_policy.ids(self.source.encode(sentence))
+        pieces = self.source.encode(sentence)
+        if self._source_map is not None:
+            pieces = self._source_map[pieces].tolist()
+        kept = self.source_policy.ids(pieces)
         ids = np.full((1, self.max_source_length), PAD_ID, np.int32)
         ids[0, : len(kept)] = kept
         return ids
@@ -206,4 +216,7 @@ class LiteRTTranslator:
     def _text(self, target_ids):
         ended = np.flatnonzero(target_ids == self.options["eos_id"])
         ids = target_ids[: ended[0] if len(ended) else len(target_ids)]
-        return self.target.decode([int(i) for i in ids if i not in (PAD_ID, self.target.bos_id())])
+        ids = [int(i) for i in ids if i != PAD_ID]
+        if self._target_map is not None:
+            ids = self._target_map[ids].tolist()
+        return self.target.decode([i for i in ids if i != self.target.bos_id()])

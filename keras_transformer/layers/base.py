@@ -184,6 +184,9 @@ class TransformerStack(keras.layers.Layer):
             the inputs of every self-attention's queries and keys, never its
             values, so positions steer where attention looks without entering
             what it reads). Positions in attention are in every layer already.
+        start_from_zero_embedding: whether position 0 embeds as a zero vector
+            instead of its token's embedding (positions are still added), as
+            the decoders of Marian's models start. Defaults to False.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -207,6 +210,7 @@ class TransformerStack(keras.layers.Layer):
         max_positions: int | None = None,
         add_positions: str = "input",
         max_relative_position: int | None = None,
+        start_from_zero_embedding: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -228,6 +232,7 @@ class TransformerStack(keras.layers.Layer):
         self.max_positions = max_positions
         self.add_positions = add_positions
         self.max_relative_position = max_relative_position
+        self.start_from_zero_embedding = start_from_zero_embedding
         if embedding is None:
             embedding = PositionalEmbedding(
                 vocab_size,
@@ -275,7 +280,11 @@ class TransformerStack(keras.layers.Layer):
         self-attention adds to its queries and keys (None unless they go there)."""
         to_attention = self.add_positions == "queries_and_keys"
         x = self.embedding(
-            token_ids, start_index=start_index, training=training, add_positions=not to_attention
+            token_ids,
+            start_index=start_index,
+            training=training,
+            add_positions=not to_attention,
+            zero_start=self.start_from_zero_embedding,
         )  # (B, L, D)
         if not to_attention:
             return x, None

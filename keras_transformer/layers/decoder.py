@@ -206,6 +206,9 @@ class Decoder(TransformerStack):
             `"queries_and_keys"`.
         max_relative_position: the clipping distance of relative positions;
             required with `positions="relative"`.
+        start_from_zero_embedding: whether position 0 embeds as a zero vector
+            instead of its token's embedding (BOS), as Marian's decoder starts
+            (positions are still added). Defaults to False.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

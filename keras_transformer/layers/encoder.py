@@ -107,6 +107,8 @@ class Encoder(TransformerStack):
             `"queries_and_keys"`.
         max_relative_position: the clipping distance of relative positions;
             required with `positions="relative"`.
+        start_from_zero_embedding: whether position 0 embeds as a zero
+            vector (a decoder's option, `TransformerStack`). Defaults to False.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

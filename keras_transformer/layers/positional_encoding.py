@@ -271,6 +271,8 @@ class PositionalEmbedding(keras.layers.Layer):
         add_positions: whether to add PE. Defaults to True; a stack that
             adds the table elsewhere (to attention's queries and keys) passes
             False.
+        zero_start: whether the token at position 0 embeds as a zero vector
+            (PE is still added), as Marian's decoder starts. Defaults to False.
 
     Returns:
         `(B, L, D)` with Keras mask `(B, L)`.
@@ -349,10 +351,13 @@ class PositionalEmbedding(keras.layers.Layer):
             self.position_encoding.build((*token_ids_shape, self.d_model))
         self.dropout.build(None)
 
-    def call(self, token_ids, start_index=0, training=None, add_positions=True):
+    def call(self, token_ids, start_index=0, training=None, add_positions=True, zero_start=False):
         check_token_ids("token_ids", token_ids)
         x = self.token_embedding(token_ids)  # (B, L, D)
         x = x * ops.cast(math.sqrt(self.d_model), x.dtype)
+        if zero_start:  # position 0 embeds as zeros, whatever its token
+            position = ops.arange(ops.shape(token_ids)[1]) + start_index  # (L,)
+            x = x * ops.cast(position > 0, x.dtype)[None, :, None]
         if self.position_encoding is not None and add_positions:
             x = self.position_encoding(x, start_index=start_index)
         return self.dropout(x, training=training)

@@ -75,6 +75,9 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         max_relative_position: the distance k beyond which relative
             positions are clipped (2k + 1 vectors of keys and of values per
             layer); required with `positions="relative"`.
+        start_from_zero_embedding: whether the decoder's first position
+            embeds as a zero vector instead of BOS's embedding, as Marian's
+            models (OPUS-MT) start. Defaults to False.
         **kwargs: base model arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -123,6 +126,7 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         max_positions: int | None = None,
         add_positions: str = "input",
         max_relative_position: int | None = None,
+        start_from_zero_embedding: bool = False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -161,8 +165,13 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         self.max_positions = max_positions
         self.add_positions = add_positions
         self.max_relative_position = max_relative_position
+        self.start_from_zero_embedding = start_from_zero_embedding
         shared = dict(
-            arguments_of(self, TransformerStack, exclude=("num_layers", "vocab_size", "embedding")),
+            arguments_of(
+                self,
+                TransformerStack,
+                exclude=("num_layers", "vocab_size", "embedding", "start_from_zero_embedding"),
+            ),
             dtype=self.dtype_policy,
         )
         self.encoder = Encoder(
@@ -176,6 +185,7 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             num_decoder_layers or num_layers,
             vocab_size=target_vocab_size,
             embedding=embedding,
+            start_from_zero_embedding=start_from_zero_embedding,
             name="decoder",
             **shared,
         )

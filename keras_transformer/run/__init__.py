@@ -1,4 +1,5 @@
-"""The run-level commands: train, evaluate, score, average, export and plot a run directory.
+"""The run-level commands: train, evaluate, score, average, export and plot a run directory,
+and import one from another toolkit.
 
 Each takes a run directory (`RunDirectory` owns its layout) and the run's
 configuration; the command line (`keras_transformer.cli`) is a thin layer
@@ -17,6 +18,7 @@ from keras_transformer.run.data import corpus_split, training_and_validation_bat
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
+from keras_transformer.run.marian import import_marian, read_marian
 from keras_transformer.run.plots import plot_attention, plot_run
 from keras_transformer.run.train import build_model, compile_from_config, set_precision, train
 from keras_transformer.run.translators import (
@@ -37,12 +39,14 @@ __all__ = [
     "export",
     "export_ctranslate2_run",
     "export_litert_run",
+    "import_marian",
     "load_models",
     "load_run",
     "load_shortlist",
     "make_translator",
     "plot_attention",
     "plot_run",
+    "read_marian",
     "score_pairs",
     "score_translations",
     "set_precision",

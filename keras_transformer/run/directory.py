@@ -12,6 +12,9 @@
     {split}.{checkpoint}.beam{k}.hyp.txt, eval.{split}.{checkpoint}.beam{k}.json
                            after `evaluate`
     shortlist.k{K}.f{F}.npz the lexical shortlist (`decode.shortlist`), counted on first use
+    imported.json, imported.weights.h5
+                           a model imported from another toolkit (`run.marian`), and the
+                           weights that training it fine-tunes from
 
 `RunDirectory` is the only code that spells these names. What it loads is
 checked: a missing file says what to run first, a damaged one says which
@@ -76,6 +79,12 @@ class RunDirectory:
     backup_dir = property(lambda self: self.file("backup"))
     logs_dir = property(lambda self: self.file("logs"))
     tokenizers_dir = property(lambda self: self.file("tokenizers"))
+    imported_path = property(lambda self: self.file("imported.json"))
+    imported_weights_path = property(lambda self: self.file("imported.weights.h5"))
+
+    def is_imported(self):
+        """Whether the run holds a model imported from another toolkit."""
+        return os.path.isfile(self.imported_path)
 
     def model_path(self, checkpoint: str = "best") -> str:
         """The `.keras` file of `checkpoint`, `"best"` or `"averaged"`."""
@@ -128,6 +137,9 @@ class RunDirectory:
         may ask for more epochs (`train.epochs`): `config` is then returned unsaved, with
         True, for `save_config` once the run can go on from it."""
         saved = self.read_config() if self.has_config() else None
+        if config is not None and saved is not None and self.is_imported():
+            # the imported model and its vocabulary, whatever `config` says of them
+            config = {**config, "model": saved["model"], "tokenizer": saved["tokenizer"]}
         if config is None or config == saved:
             return saved, False
         if saved is None or not self.has_started():  # new, or its start failed early
@@ -152,8 +164,17 @@ class RunDirectory:
         return os.path.isfile(self.config_path)
 
     def has_started(self):
-        """Whether anything but the configuration is here: tokenizers, a backup, metrics."""
-        return any(name != os.path.basename(self.config_path) for name in os.listdir(self.path))
+        """Whether anything but the configuration is here: tokenizers, a backup, metrics
+        (an imported run's tokenizers and model do not count: training starts from them)."""
+        given = {self.config_path}
+        if self.is_imported():
+            given |= {
+                self.imported_path,
+                self.imported_weights_path,
+                self.tokenizers_dir,
+                self.model_path("best"),
+            }
+        return any(self.file(name) not in given for name in os.listdir(self.path))
 
     def save_config(self, config):
         os.makedirs(self.path, exist_ok=True)

@@ -221,9 +221,11 @@ def prepare_model(place, config, tokenizers, steps_per_epoch):
     source, target = tokenizers
     with strategy.scope():
         model = build_model(config, source.vocab_size, target.vocab_size)
-        compile_from_config(model, config["train"], steps_per_epoch)
         one = np.ones((1, 2), "int32")
         model((one, one))  # build the weights, which a backup restores into
+        if own.is_imported():
+            model.load_weights(own.imported_weights_path)  # a backup, if any, overrides them
+        compile_from_config(model, config["train"], steps_per_epoch)
         backup = TrainingBackup(own.backup_dir, config["train"]["backup_every_steps"] or None)
         initial_epoch = restore_on_every_worker(backup, model, strategy)
     if role.count > 1:

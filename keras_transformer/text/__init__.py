@@ -1,5 +1,6 @@
 """Tokenizers from tensorflow-text and the `tf.data` pipeline that batches pairs."""
 
+from keras_transformer.text.marian_tokenizer import MarianTokenizer
 from keras_transformer.text.pipeline import (
     Batches,
     make_batches,
@@ -14,6 +15,7 @@ from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
 
 __all__ = [
     "Batches",
+    "MarianTokenizer",
     "SentencePieceTokenizer",
     "SourcePolicy",
     "TOKENIZER_TYPES",

@@ -4,12 +4,14 @@ import json
 import os
 
 from keras_transformer.errors import ArgumentError, DamagedFileError
+from keras_transformer.text.marian_tokenizer import MarianTokenizer
 from keras_transformer.text.sentencepiece_tokenizer import SentencePieceTokenizer
 from keras_transformer.text.tokenizer import CONFIG_FILE
 from keras_transformer.text.wordpiece_tokenizer import WordPieceTokenizer
 
 TOKENIZER_TYPES = {
-    tokenizer.type_name: tokenizer for tokenizer in (SentencePieceTokenizer, WordPieceTokenizer)
+    tokenizer.type_name: tokenizer
+    for tokenizer in (SentencePieceTokenizer, WordPieceTokenizer, MarianTokenizer)
 }
 """The tokenizer classes by their `type_name` (the config's `tokenizer.type`)."""
 

@@ -15,6 +15,20 @@ from keras_transformer.validation import check_choice, check_non_negative, check
 WORD_START = "\u2581"  # "▁", SentencePiece's mark of a piece that starts a word
 
 
+def check_sampling(alpha, nbest_size):
+    """Checks the arguments of `Tokenizer.sampler` for a SentencePiece model."""
+    check_non_negative("alpha", alpha)
+    if (
+        isinstance(nbest_size, bool)
+        or not isinstance(nbest_size, int)
+        or not (nbest_size == -1 or nbest_size > 1)
+    ):
+        raise ArgumentError(
+            "`nbest_size` must be -1 (every segmentation) or an integer > 1. "
+            f"Received: nbest_size={nbest_size!r}"
+        )
+
+
 class SentencePieceTokenizer(Tokenizer):
     """A SentencePiece model (Kudo & Richardson, 2018) run in the TensorFlow graph.
 
@@ -129,16 +143,7 @@ class SentencePieceTokenizer(Tokenizer):
         return list(self._pieces)
 
     def sampler(self, alpha, nbest_size=-1):
-        check_non_negative("alpha", alpha)
-        if (
-            isinstance(nbest_size, bool)
-            or not isinstance(nbest_size, int)
-            or not (nbest_size == -1 or nbest_size > 1)
-        ):
-            raise ArgumentError(
-                "`nbest_size` must be -1 (every segmentation) or an integer > 1. "
-                f"Received: nbest_size={nbest_size!r}"
-            )
+        check_sampling(alpha, nbest_size)
         # The same model resource, read with other arguments: a second
         # `tf_text.SentencepieceTokenizer` of the same model would share its
         # kernel-owned resource by name, which then disappears with either.

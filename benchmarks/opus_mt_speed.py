@@ -1,0 +1,177 @@
+"""An OPUS-MT-sized Marian model imported and decoded beside CTranslate2, in one process.
+
+Writes a Marian model directory of OPUS-MT's size (6 + 6 layers, d_model 512, 8 heads, dff
+2048, a shared vocabulary of 32,000 pieces, random weights; SentencePiece models trained on
+Multi30k's German and English when `MULTI30K_DIR` has it, else on the numbers corpus),
+times `import_marian`, then translates the same sentences with
+
+- the imported run's `Translator` (XLA), greedy and beam 4;
+- CTranslate2 on the same directory converted by its own `OpusMTConverter`, float32 and
+  int8, greedy and beam 4;
+- the imported run's default SavedModel (what stock TF Serving runs) and LiteRT float32
+  export, each at beam 4, one sentence a call;
+
+and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
+float32's, a batch's sentences per second, and the files' sizes. Every output runs to
+`--max-length` pieces or its end, the same for all (random weights rarely end early).
+
+    MULTI30K_DIR=../shared/data/multi30k python benchmarks/opus_mt_speed.py [--sentences 40]
+
+The last line is JSON.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
+from opus_mt import write_opus_mt  # noqa: E402  (the tests' Marian directory writer)
+
+from keras_transformer import run  # noqa: E402
+from keras_transformer.datasets import ParallelCorpus, numbers_corpus  # noqa: E402
+
+OPUS_MT_SIZES = ((6, 6), 512, 8, 2048)
+
+
+def corpus_and_sentences(count):
+    """`(corpus the SentencePiece models learn from, German sentences to translate)`."""
+    directory = os.environ.get("MULTI30K_DIR", "")
+    if os.path.isfile(os.path.join(directory, "train.de.gz")):
+
+        def lines(name):
+            with gzip.open(os.path.join(directory, name), "rt", encoding="utf-8") as f:
+                return f.read().splitlines()
+
+        corpus = ParallelCorpus(lines("train.de.gz"), lines("train.en.gz"))
+        return corpus, lines("val.de.gz")[:count]
+    test = numbers_corpus("test", source_lang="de", target_lang="en")
+    return None, test.sources[:count]
+
+
+def directory_size(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def one_at_a_time(translate, sentences):
+    """Milliseconds per call, translating each sentence alone (after one warm-up call)."""
+    translate(sentences[0])
+    times = []
+    for sentence in sentences:
+        start = time.perf_counter()
+        translate(sentence)
+        times.append(1000 * (time.perf_counter() - start))
+    return float(np.percentile(times, 50))
+
+
+def per_second(translate_batch, sentences):
+    translate_batch(sentences)  # warm-up (and compilation)
+    start = time.perf_counter()
+    translate_batch(sentences)
+    return len(sentences) / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sentences", type=int, default=40)
+    parser.add_argument("--max-length", type=int, default=32)
+    args = parser.parse_args()
+    import ctranslate2
+    from ctranslate2.converters import OpusMTConverter
+
+    from keras_transformer.export.litert_runtime import LiteRTTranslator
+    from keras_transformer.run.marian import import_marian
+
+    corpus, sentences = corpus_and_sentences(args.sentences)
+    work = tempfile.mkdtemp(prefix="opus_mt_speed_")
+    model_dir = write_opus_mt(
+        os.path.join(work, "opus-mt"),
+        activation="swish",
+        sizes=OPUS_MT_SIZES,
+        vocab_size=32000,
+        corpus=corpus,
+    )
+    start = time.perf_counter()
+    run_dir = import_marian(model_dir, os.path.join(work, "run")).path
+    import_s = time.perf_counter() - start
+    results = {
+        "import_s": round(import_s, 1),
+        "npz_bytes": directory_size(os.path.join(model_dir, "opus.model.npz")),
+    }
+    print(f"import_marian: {import_s:.1f} s")
+
+    source = run.load_run(run_dir)[2]
+    source_pieces = [
+        [source.pieces[i] for i in row] for row in source.tokenize(tf.constant(sentences)).to_list()
+    ]
+    print(f"{len(sentences)} sentences, {np.mean([len(p) for p in source_pieces]):.1f} pieces each")
+    pieces_of = dict(zip(sentences, source_pieces, strict=True))
+    engines = {}
+    for beam in (1, 4):
+        translator = run.make_translator(run_dir, beam_size=beam, max_length=args.max_length)
+        engines[f"translator_beam{beam}"] = (
+            lambda s, t=translator: t([s]),
+            lambda batch, t=translator: t(tf.constant(batch)),
+        )
+    for compute_type in ("float32", "int8"):
+        converted = os.path.join(work, f"ct2_{compute_type}")
+        OpusMTConverter(model_dir).convert(converted, quantization=compute_type)
+        results[f"ct2_{compute_type}_bytes"] = directory_size(converted)
+        engine = ctranslate2.Translator(converted, intra_threads=2)
+        for beam in (1, 4):
+            options = dict(beam_size=beam, max_decoding_length=args.max_length)
+            engines[f"ct2_{compute_type}_beam{beam}"] = (
+                lambda s, e=engine, o=options: e.translate_batch([pieces_of[s]], **o),
+                lambda batch, e=engine, o=options: e.translate_batch(
+                    [pieces_of[s] for s in batch], **o
+                ),
+            )
+    saved = run.export(
+        run_dir, base_dir=os.path.join(work, "saved"), beam_size=4, max_length=args.max_length
+    )
+    results["saved_model_bytes"] = directory_size(saved)
+    serving = tf.saved_model.load(saved).signatures["serving_default"]
+    engines["saved_model_beam4"] = (lambda s: serving(inputs=tf.constant([s])), None)
+    litert = run.export_litert_run(
+        run_dir, os.path.join(work, "litert"), beam_size=4, max_length=args.max_length
+    )
+    results["litert_bytes"] = directory_size(litert)
+    lite = LiteRTTranslator(litert)
+    engines["litert_beam4"] = (lambda s: lite([s]), None)
+
+    latency, throughput = {}, {}
+    for name, (one, batch) in engines.items():
+        latency[name] = one_at_a_time(one, sentences)
+        if batch is not None:
+            throughput[name] = per_second(batch, sentences)
+    print(f"\n{'engine':22}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
+    for name in engines:
+        beam = name[-1]
+        ratio = latency[name] / latency[f"ct2_float32_beam{beam}"]
+        rate = f"{throughput[name]:14.1f}" if name in throughput else f"{'':14}"
+        print(f"{name:22}{latency[name]:19.1f}{ratio:11.2f}{rate}")
+    for key in (
+        "npz_bytes",
+        "ct2_float32_bytes",
+        "ct2_int8_bytes",
+        "saved_model_bytes",
+        "litert_bytes",
+    ):
+        print(f"{key:22}{results[key] / 2**20:10.1f} MiB")
+    results.update(latency_ms=latency, sentences_per_s=throughput)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""A tiny OPUS-MT model directory, written as Marian writes one, and Marian's forward pass
+in NumPy: the independent reference of the importer's tests.
+
+The weights are random; the SentencePiece models are trained on numbers written out in
+German and English, with a few pieces YAML would misread unquoted (`yes`, `null`, `'`,
+`"`, `a: b`), so that the vocabulary file needs Marian's quoting.
+"""
+
+import io
+import json
+import os
+
+import numpy as np
+import sentencepiece
+import yaml
+
+from keras_transformer.datasets import numbers_corpus
+
+AWKWARD_PIECES = ["yes", "null", "~", "'", '"', "a: b", "#x", "\\"]
+
+
+def sentencepiece_model(texts, vocab_size):
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        vocab_size=vocab_size,
+        user_defined_symbols=AWKWARD_PIECES,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def vocabulary_lines(pieces):
+    """Marian's `.yml` vocabulary: plain pieces where YAML reads them back as they are,
+    quoted otherwise (double quotes, or single for every other one), and one long piece
+    as a complex key."""
+    lines = []
+    for index, piece in enumerate(pieces):
+        if _reads_back(piece):
+            key = piece
+        elif index % 2:
+            key = "'" + piece.replace("'", "''") + "'"
+        else:
+            key = json.dumps(piece, ensure_ascii=False)
+        if len(piece) >= 6 and key == piece:
+            lines += [f"? {key}", f": {index}"]
+        else:
+            lines.append(f"{key}: {index}")
+    return "\n".join(lines) + "\n"
+
+
+def _reads_back(piece):
+    try:
+        return yaml.safe_load(f"{piece}: 0") == {piece: 0} and not piece.startswith("?")
+    except yaml.YAMLError:
+        return False
+
+
+def marian_options(pre_norm, activation, tying, depths, d_model, heads, dff):
+    return {
+        "type": "transformer",
+        "dim-emb": d_model,
+        "enc-depth": depths[0],
+        "dec-depth": depths[1],
+        "transformer-heads": heads,
+        "transformer-dim-ffn": dff,
+        "transformer-ffn-depth": 2,
+        "transformer-ffn-activation": activation,
+        "transformer-preprocess": "n" if pre_norm else "",
+        "transformer-postprocess": "da" if pre_norm else "dan",
+        "transformer-postprocess-top": "n" if pre_norm else "",
+        "transformer-postprocess-emb": "d",
+        "transformer-decoder-autoreg": "self-attention",
+        "transformer-no-projection": False,
+        "transformer-guided-alignment-layer": "last",
+        "transformer-train-position-embeddings": False,
+        "transformer-tied-layers": [],
+        "transformer-dropout": 0.1,
+        "tied-embeddings-all": tying == "all",
+        "tied-embeddings": tying == "output",
+        "right-left": False,
+    }
+
+
+def marian_weights(options, vocab_size, tying, seed):
+    """Random weights under Marian's names; layer norms near 1, an EOS bias that ends
+    outputs after a few tokens."""
+    rng = np.random.default_rng(seed)
+    d, dff = options["dim-emb"], options["transformer-dim-ffn"]
+    pre = "_pre" if options["transformer-preprocess"] == "n" else ""
+
+    def normal(*shape, scale=1.0):
+        return (rng.standard_normal(shape) * scale).astype("float32")
+
+    weights = {}
+
+    def norm(name, suffix=pre):
+        weights[f"{name}_ln_scale{suffix}"] = 1 + normal(1, d, scale=0.1)
+        weights[f"{name}_ln_bias{suffix}"] = normal(1, d, scale=0.1)
+
+    def attention(prefix):
+        for letter in "qkvo":
+            weights[f"{prefix}_W{letter}"] = normal(d, d, scale=d**-0.5)
+            weights[f"{prefix}_b{letter}"] = normal(1, d, scale=0.1)
+        norm(f"{prefix}_Wo")
+
+    if tying == "all":
+        weights["Wemb"] = normal(vocab_size, d, scale=0.5)
+    else:
+        weights["encoder_Wemb"] = normal(vocab_size, d, scale=0.5)
+        weights["decoder_Wemb"] = normal(vocab_size, d, scale=0.5)
+    for scope, depth in (("encoder", options["enc-depth"]), ("decoder", options["dec-depth"])):
+        for layer in range(1, depth + 1):
+            prefix = f"{scope}_l{layer}"
+            attention(f"{prefix}_self")
+            if scope == "decoder":
+                attention(f"{prefix}_context")
+            weights[f"{prefix}_ffn_W1"] = normal(d, dff, scale=d**-0.5)
+            weights[f"{prefix}_ffn_b1"] = normal(1, dff, scale=0.1)
+            weights[f"{prefix}_ffn_W2"] = normal(dff, d, scale=dff**-0.5)
+            weights[f"{prefix}_ffn_b2"] = normal(1, d, scale=0.1)
+            norm(f"{prefix}_ffn_ffn")
+        if pre:
+            norm(f"{scope}_top", suffix="")
+    if tying is None:
+        weights["decoder_ff_logit_out_W"] = normal(d, vocab_size, scale=0.5)
+    bias = normal(1, vocab_size, scale=0.5)
+    bias[0, 0] += 4.0  # </s>
+    weights["decoder_ff_logit_out_b"] = bias
+    return weights
+
+
+def write_opus_mt(
+    directory,
+    pre_norm=False,
+    activation="relu",
+    tying="all",
+    seed=0,
+    sizes=((2, 1), 16, 2, 32),
+    vocab_size=None,
+    corpus=None,
+):
+    """Writes an OPUS-MT-shaped model directory and returns its path.
+
+    Args:
+        directory: where to write (created).
+        pre_norm: Marian's pre-norm layout instead of post-norm.
+        activation: `"relu"` or `"swish"`.
+        tying: `"all"` (one matrix for both embeddings and the output), `"output"`
+            (the target embedding is the output matrix) or None (three matrices).
+        seed: seed of the weights.
+        sizes: `((encoder layers, decoder layers), d_model, heads, dff)`.
+        vocab_size: pieces of the vocabulary, filled up with pieces no text spells;
+            None keeps the SentencePiece models' own.
+        corpus: the `ParallelCorpus` (German to English) the SentencePiece models are
+            trained on; 600 pairs of the numbers corpus by default, with 70 pieces each.
+    """
+    os.makedirs(directory, exist_ok=True)
+    pieces_each = 70 if corpus is None else 8000
+    corpus = corpus or numbers_corpus("train", source_lang="de", target_lang="en")[:600]
+    models = [sentencepiece_model(texts, pieces_each) for texts in (corpus.sources, corpus.targets)]
+    pieces = ["</s>", "<unk>"]
+    for model in models:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+        for i in range(processor.get_piece_size()):
+            piece = processor.id_to_piece(i)
+            if not (processor.is_control(i) or processor.is_unknown(i)) and piece not in pieces:
+                pieces.append(piece)
+    pieces += [f"<filler_{i}>" for i in range(len(pieces), vocab_size or 0)]
+    for name, model in zip(("source.spm", "target.spm"), models, strict=True):
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(model)
+    with open(os.path.join(directory, "opus.vocab.yml"), "w", encoding="utf-8") as f:
+        f.write(vocabulary_lines(pieces))
+    options = marian_options(pre_norm, activation, tying, *sizes)
+    weights = marian_weights(options, len(pieces), tying, seed)
+    text = yaml.safe_dump(options).encode("utf-8") + b"\0"
+    weights["special:model.yml"] = np.frombuffer(text, dtype=np.int8)
+    np.savez(os.path.join(directory, "opus.model.npz"), **weights)
+    decoder = {
+        "models": ["opus.model.npz"],
+        "vocabs": ["opus.vocab.yml", "opus.vocab.yml"],
+        "beam-size": 4,
+        "normalize": 0.6,
+        "relative-paths": True,
+    }
+    with open(os.path.join(directory, "decoder.yml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(decoder, f)
+    return directory
+
+
+# Marian's forward pass, written from its description (Junczys-Dowmunt et al., 2018) and
+# the paper, for one sentence: every sum, scale and norm spelled out.
+
+
+def _layer_norm(x, weights, name, pre):
+    scale = weights.get(f"{name}_ln_scale_pre" if pre else f"{name}_ln_scale")
+    bias = weights.get(f"{name}_ln_bias_pre" if pre else f"{name}_ln_bias")
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-6) * scale[0] + bias[0]
+
+
+def _attention(query, memory, weights, prefix, heads, causal):
+    def project(x, letter):
+        return x @ weights[f"{prefix}_W{letter}"] + weights[f"{prefix}_b{letter}"][0]
+
+    q, k, v = project(query, "q"), project(memory, "k"), project(memory, "v")
+    d = q.shape[-1]
+    depth = d // heads
+    out = []
+    for h in range(heads):
+        part = slice(h * depth, (h + 1) * depth)
+        logits = q[:, part] @ k[:, part].T / np.sqrt(depth)  # (T, S)
+        if causal:
+            logits = np.where(np.tril(np.ones_like(logits)) > 0, logits, -np.inf)
+        p = np.exp(logits - logits.max(-1, keepdims=True))
+        out.append((p / p.sum(-1, keepdims=True)) @ v[:, part])
+    return np.concatenate(out, -1) @ weights[f"{prefix}_Wo"] + weights[f"{prefix}_bo"][0]
+
+
+def _sublayer(x, function, weights, norm_name, pre_norm):
+    if pre_norm:
+        return x + function(_layer_norm(x, weights, norm_name, True))
+    return _layer_norm(x + function(x), weights, norm_name, False)
+
+
+def _sinusoids(length, d):
+    """Marian's table: the sines of every frequency, then their cosines."""
+    frequency = 10000.0 ** (-2 * np.arange(d // 2) / d)
+    angles = np.arange(length)[:, None] * frequency[None, :]
+    return np.concatenate([np.sin(angles), np.cos(angles)], -1)
+
+
+def marian_log_probs(options, weights, source_ids, target_ids):
+    """log P(y_t | y_<t, x) over Marian's vocabulary for every position of `target_ids`
+    (then EOS), given Marian ids; `source_ids` end with EOS (0)."""
+    d, heads = options["dim-emb"], options["transformer-heads"]
+    pre = options["transformer-preprocess"] == "n"
+    act = {"relu": lambda x: np.maximum(x, 0), "swish": lambda x: x / (1 + np.exp(-x))}[
+        options["transformer-ffn-activation"]
+    ]
+    source_table = weights.get("Wemb", weights.get("encoder_Wemb"))
+    target_table = weights.get("Wemb", weights.get("decoder_Wemb"))
+
+    def ffn(prefix):
+        def apply(x):
+            inner = act(x @ weights[f"{prefix}_W1"] + weights[f"{prefix}_b1"][0])
+            return inner @ weights[f"{prefix}_W2"] + weights[f"{prefix}_b2"][0]
+
+        return apply
+
+    x = source_table[source_ids] * np.sqrt(d) + _sinusoids(len(source_ids), d)
+    for layer in range(1, options["enc-depth"] + 1):
+        p = f"encoder_l{layer}"
+        x = _sublayer(
+            x,
+            lambda y, p=p: _attention(y, y, weights, f"{p}_self", heads, False),
+            weights,
+            f"{p}_self_Wo",
+            pre,
+        )
+        x = _sublayer(x, ffn(f"{p}_ffn"), weights, f"{p}_ffn_ffn", pre)
+    memory = _layer_norm(x, weights, "encoder_top", False) if pre else x
+
+    embedded = target_table[target_ids] * np.sqrt(d)
+    y = np.concatenate([np.zeros((1, d)), embedded])  # the zero start, then y_1..y_T
+    y = y + _sinusoids(len(y), d)
+    for layer in range(1, options["dec-depth"] + 1):
+        p = f"decoder_l{layer}"
+        y = _sublayer(
+            y,
+            lambda z, p=p: _attention(z, z, weights, f"{p}_self", heads, True),
+            weights,
+            f"{p}_self_Wo",
+            pre,
+        )
+        y = _sublayer(
+            y,
+            lambda z, p=p: _attention(z, memory, weights, f"{p}_context", heads, False),
+            weights,
+            f"{p}_context_Wo",
+            pre,
+        )
+        y = _sublayer(y, ffn(f"{p}_ffn"), weights, f"{p}_ffn_ffn", pre)
+    if pre:
+        y = _layer_norm(y, weights, "decoder_top", False)
+    output = weights.get("decoder_ff_logit_out_W", target_table.T)
+    logits = y @ output + weights["decoder_ff_logit_out_b"][0]
+    logits = logits - logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(-1, keepdims=True))  # (T + 1, V)

@@ -1,0 +1,258 @@
+"""OPUS-MT (Marian) models imported as run directories, against Marian's math in NumPy and
+CTranslate2's own Marian converter."""
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import zipfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import yaml
+from opus_mt import AWKWARD_PIECES, marian_log_probs, write_opus_mt
+
+import keras_transformer as kt
+from keras_transformer.cli import main
+from keras_transformer.datasets import numbers_corpus
+from keras_transformer.errors import DamagedFileError
+from keras_transformer.run.marian import import_marian, read_marian
+from keras_transformer.text.marian_tokenizer import read_vocabulary
+
+ctranslate2 = pytest.importorskip("ctranslate2")
+from ctranslate2.converters import OpusMTConverter  # noqa: E402
+from ctranslate2.converters.marian import load_vocab  # noqa: E402
+
+CONFIGURATIONS = {
+    "post_norm_relu_tied": dict(),
+    "pre_norm_swish_untied": dict(pre_norm=True, activation="swish", tying=None),
+    "post_norm_output_tied": dict(tying="output"),
+}
+SOURCES = numbers_corpus("test", source_lang="de", target_lang="en").sources[:24] + ["", "  "]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """Per configuration: (the OPUS-MT directory, its imported run directory)."""
+    root = tmp_path_factory.mktemp("opus_mt")
+    made = {}
+    for name, options in CONFIGURATIONS.items():
+        model_dir = write_opus_mt(root / name, **options)
+        made[name] = model_dir, import_marian(model_dir, root / f"{name}_run").path
+    return made
+
+
+def pieces_of(translator, sentences):
+    """The best output of `translator` per sentence, as target pieces before EOS."""
+    ids = translator.search(translator.source_ids(tf.constant(sentences))).token_ids[:, 0]
+    pieces, eos = translator.target_tokenizer.pieces, translator.target_tokenizer.eos_id
+    rows = []
+    for row in ids.numpy().tolist():
+        row = row[: row.index(eos)] if eos in row else row
+        rows.append([pieces[i] for i in row if i != translator.target_tokenizer.pad_id])
+    return rows
+
+
+def test_a_marian_vocabulary_reads_as_ctranslate2_reads_it(imported, tmp_path):
+    model_dir, _ = imported["post_norm_relu_tied"]
+    path = os.path.join(model_dir, "opus.vocab.yml")
+    pieces = read_vocabulary(path)
+    assert pieces == load_vocab(path)
+    assert pieces[:2] == ["</s>", "<unk>"] and set(AWKWARD_PIECES) <= set(pieces)
+    text = open(path, encoding="utf-8").read()
+    assert '"\\"": ' in text and "? " in text and "'yes'" in text or '"yes"' in text
+    for damage, message in [
+        ("just a piece\n", "line 1 is not `piece: id`"),
+        ("a: 0\nb: 0\n", "id 0 is given twice"),
+        ("a: 0\nb: 2\n", r"not 0 to 1 \(missing \[1\]\)"),
+    ]:
+        bad = tmp_path / "bad.yml"
+        bad.write_text(damage, encoding="utf-8")
+        with pytest.raises(DamagedFileError, match=message):
+            read_vocabulary(bad)
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_an_imported_model_gives_marians_probabilities(imported, name):
+    model_dir, run_dir = imported[name]
+    marian = read_marian(model_dir)
+    _, model, source, target = kt.run.load_run(run_dir)
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:6]
+    for sentence, translation in zip(corpus.sources, corpus.targets, strict=True):
+        source_ids = source.tokenize(tf.constant([sentence]))[0].numpy().tolist()
+        target_ids = target.tokenize(tf.constant([translation]))[0].numpy().tolist()
+        expected = marian_log_probs(
+            marian.options,
+            marian.weights,
+            np.array([i - 1 for i in source_ids] + [0]),  # the package numbers from 1
+            np.array([i - 1 for i in target_ids]),
+        )  # (T + 1, V)
+        logits = model(
+            (np.array([source_ids + [source.eos_id]]), np.array([[target.bos_id] + target_ids]))
+        )
+        log_probs = tf.nn.log_softmax(logits)[0].numpy()  # (T + 1, V + 2)
+        np.testing.assert_allclose(log_probs[:, 1:-1], expected, atol=2e-5)
+        assert np.exp(log_probs[:, [0, -1]]).max() < 1e-30  # padding and the start piece
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_imported_searches_find_what_ctranslate2s_marian_conversion_finds(imported, name, tmp_path):
+    """Greedy: the same pieces for every sentence. Beam 4 (no length penalty): the same,
+    or an output CTranslate2 itself scores higher (the package's beam search is exact
+    where CTranslate2 stops once four hypotheses have ended)."""
+    model_dir, run_dir = imported[name]
+    OpusMTConverter(str(model_dir)).convert(str(tmp_path / "ct2"))
+    reference = ctranslate2.Translator(str(tmp_path / "ct2"))
+    source_spm = kt.text.load_tokenizer(os.path.join(run_dir, "tokenizers", "source"))
+    ids = source_spm.tokenize(tf.constant(SOURCES)).to_list()
+    source_pieces = [[source_spm.pieces[i] for i in row] for row in ids]
+    for beam in (1, 4):
+        theirs = reference.translate_batch(
+            source_pieces, beam_size=beam, max_decoding_length=30, length_penalty=0
+        )
+        theirs = [result.hypotheses[0] for result in theirs]
+        translator = kt.run.make_translator(run_dir, beam_size=beam, max_length=30, alpha=0.0)
+        ours = pieces_of(translator, SOURCES)
+        if beam == 1:
+            assert ours == theirs
+            continue
+        differ = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
+        assert len(differ) <= len(SOURCES) // 8, differ
+        for i in differ:
+            ours_score, theirs_score = (
+                sum(result.log_probs)
+                for result in reference.score_batch([source_pieces[i]] * 2, [ours[i], theirs[i]])
+            )
+            assert ours_score > theirs_score, (SOURCES[i], ours[i], theirs[i])
+
+
+def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, capsys):
+    model_dir, _ = imported["post_norm_relu_tied"]
+    run_dir = tmp_path / "run"
+    assert (
+        main(
+            [
+                "import",
+                "--format",
+                "marian",
+                "--model-dir",
+                str(model_dir),
+                "--run-dir",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, size in (("train", 400), ("val", 60)):
+        corpus = numbers_corpus(split, source_lang="de", target_lang="en")[:size]
+        (data / f"{split}.de").write_text("\n".join(corpus.sources) + "\n", encoding="utf-8")
+        (data / f"{split}.en").write_text("\n".join(corpus.targets) + "\n", encoding="utf-8")
+    before = _val_loss(run_dir)
+    args = ["train", "--run-dir", str(run_dir)]
+    for setting in [
+        "data.corpus=files",
+        f"data.directory={data}",
+        "data.tokens_per_batch=512",
+        "train.epochs=2",
+        "train.warmup_steps=20",
+    ]:
+        args += ["--set", setting]
+    assert main(args) == 0
+    config = json.load(open(run_dir / "config.json"))
+    assert config["model"]["start_from_zero_embedding"] and config["data"]["corpus"] == "files"
+    with open(run_dir / "metrics.csv", encoding="utf-8") as f:
+        losses = [float(row["loss"]) for row in csv.DictReader(f)]
+    after = _val_loss(run_dir)
+    assert after < before and losses[-1] < losses[0], (before, after, losses)
+
+    translator = kt.run.make_translator(str(run_dir), beam_size=2)
+    expected = kt.inference.translate_lines(translator, SOURCES[:6] + [""])
+    capsys.readouterr()
+    args = ["translate", "--run-dir", str(run_dir), "--beam-size", "2"]
+    assert main(args + SOURCES[:2]) == 0
+    assert capsys.readouterr().out.splitlines() == expected[:2]
+    exported = kt.run.export(str(run_dir), base_dir=str(tmp_path / "saved"), beam_size=2)
+    loaded = tf.saved_model.load(exported)
+    served = loaded.signatures["serving_default"](inputs=tf.constant(SOURCES[:6] + [""]))
+    texts = [t.decode() for t in served["outputs"].numpy()]
+    assert texts == expected
+    if importlib.util.find_spec("ai_edge_litert") is not None:
+        from keras_transformer.export.litert_runtime import LiteRTTranslator
+
+        litert_dir = kt.run.export_litert_run(str(run_dir), tmp_path / "litert", beam_size=2)
+        assert LiteRTTranslator(litert_dir)(SOURCES[:6] + [""]) == expected
+    ct2_dir = kt.run.export_ctranslate2_run(
+        str(run_dir), tmp_path / "ct2", beam_size=1, max_length=20
+    )
+    greedy = kt.run.make_translator(str(run_dir), beam_size=1, max_length=20)
+    engine = kt.export.CTranslate2Translator(ct2_dir)
+    assert engine(SOURCES) == kt.inference.translate_lines(greedy, SOURCES)
+
+
+def _val_loss(run_dir):
+    """Mean -log P per target token of the validation pairs, EOS included."""
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:60]
+    scored = kt.run.score_pairs(str(run_dir), corpus.sources, corpus.targets)
+    return -sum(s["log_prob"] for s in scored) / sum(s["tokens"] for s in scored)
+
+
+def test_import_refuses_what_it_cannot_import_in_one_line(imported, tmp_path, capsys):
+    model_dir, _ = imported["post_norm_relu_tied"]
+
+    def damaged(change):
+        copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(model_dir, copy)
+        change(copy)
+        code = main(
+            [
+                "import",
+                "--format",
+                "marian",
+                "--model-dir",
+                str(copy),
+                "--run-dir",
+                str(copy / "run"),
+            ]
+        )
+        error = capsys.readouterr().err.strip()
+        assert code == 2 and "\n" not in error, error
+        assert not (copy / "run").exists()
+        return error
+
+    def truncate(copy):
+        path = copy / "opus.model.npz"
+        path.write_bytes(path.read_bytes()[:5000])
+
+    def with_options(**changes):
+        def change(copy):
+            path = copy / "opus.model.npz"
+            with np.load(path) as archive:
+                weights = {k: archive[k] for k in archive.files}
+            options = yaml.safe_load(weights["special:model.yml"].tobytes().rstrip(b"\0"))
+            options.update(changes)
+            weights["special:model.yml"] = np.frombuffer(
+                yaml.safe_dump(options).encode() + b"\0", dtype=np.int8
+            )
+            np.savez(path, **weights)
+
+        return change
+
+    def extra_piece(copy):
+        with open(copy / "opus.vocab.yml", "a", encoding="utf-8") as f:
+            f.write(f"extra: {len(read_vocabulary(copy / 'opus.vocab.yml'))}\n")
+
+    assert "opus.model.npz is damaged" in damaged(truncate)
+    assert "opus.vocab.yml is missing" in damaged(lambda c: os.remove(c / "opus.vocab.yml"))
+    assert "'Wemb' has shape" in damaged(extra_piece)
+    assert "--transformer-ffn-activation gelu" in damaged(
+        with_options(**{"transformer-ffn-activation": "gelu"})
+    )
+    assert "--transformer-postprocess-emb nd" in damaged(
+        with_options(**{"transformer-postprocess-emb": "nd"})
+    )
+    assert "--type s2s" in damaged(with_options(type="s2s"))
+    assert zipfile.is_zipfile(model_dir / "opus.model.npz")
