@@ -559,6 +559,7 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
         "num_decoder_layers": 1,
         "positions": "relative",
         "max_relative_position": 4,
+        "start_from_zero_embedding": True,
     }
     with_a_table = {"positions": "learned", "max_positions": 80, "add_positions": "every_layer"}
     assert chosen.keys() | with_a_table.keys() == DEFAULTS["model"].keys()
