@@ -27,7 +27,8 @@ import tensorflow as tf
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.options import write_options
 from keras_transformer.inference.translator import Translator
-from keras_transformer.text import MarianTokenizer, SentencePieceTokenizer
+from keras_transformer.text import MarianTokenizer
+from keras_transformer.text.sentencepiece_tokenizer import SentencePieceModel
 from keras_transformer.validation import check_choice, check_positive_int
 
 LITERT_FILE = "translator.tflite"
@@ -91,7 +92,7 @@ def export_litert(
         )
     for side in ("source", "target"):
         tokenizer = getattr(translator, f"{side}_tokenizer")
-        if not isinstance(tokenizer, (SentencePieceTokenizer, MarianTokenizer)):
+        if not isinstance(tokenizer, SentencePieceModel):
             raise ArgumentError(
                 f"The LiteRT export runs SentencePiece beside the model; the {side} tokenizer "
                 f"is a {type(tokenizer).__name__}."

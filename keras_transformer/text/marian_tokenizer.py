@@ -16,18 +16,15 @@ from 1, and a start piece no text spells closes it:
              zero embedding never reads
 """
 
-import copy
+import collections
 
 import numpy as np
-import sentencepiece
 import tensorflow as tf
-import tensorflow_text as tf_text
 import yaml
 
 from keras_transformer.errors import ArgumentError, DamagedFileError
 from keras_transformer.files import read_lines
-from keras_transformer.text.sentencepiece_tokenizer import WORD_START, check_sampling
-from keras_transformer.text.tokenizer import Tokenizer
+from keras_transformer.text.sentencepiece_tokenizer import SentencePieceModel
 
 PAD_PIECE, START_PIECE = "<pad>", "<s>"
 
@@ -104,7 +101,7 @@ def _piece(text):
     return text
 
 
-class MarianTokenizer(Tokenizer):
+class MarianTokenizer(SentencePieceModel):
     """SentencePiece pieces, numbered by a Marian vocabulary.
 
     Args:
@@ -131,16 +128,10 @@ class MarianTokenizer(Tokenizer):
     """
 
     type_name = "marian"
-    asset_file = "sentencepiece.model"
 
     def __init__(self, model_proto, vocabulary, eos_piece="</s>", unk_piece="<unk>", name=None):
         super().__init__(name=name)
-        try:
-            processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
-        except RuntimeError as error:
-            raise ArgumentError(
-                f"`model_proto` is not a SentencePiece model ({str(error).strip()})"
-            ) from None
+        processor = self._load(model_proto)
         vocabulary = list(vocabulary)
         for role, piece in (("eos_piece", eos_piece), ("unk_piece", unk_piece)):
             if piece not in vocabulary:
@@ -149,9 +140,9 @@ class MarianTokenizer(Tokenizer):
                     "(OPUS-MT's number `</s>` 0 and `<unk>` 1)."
                 )
         if len(set(vocabulary)) != len(vocabulary):
-            repeated = sorted({p for p in vocabulary if vocabulary.count(p) > 1})[:3]
+            counts = collections.Counter(vocabulary)
+            repeated = sorted(piece for piece, count in counts.items() if count > 1)[:3]
             raise ArgumentError(f"The vocabulary lists a piece twice: {repeated}")
-        self.model_proto = model_proto
         self.vocabulary = vocabulary
         self.eos_piece, self.unk_piece = eos_piece, unk_piece
         self._pieces = [PAD_PIECE, *vocabulary, START_PIECE]
@@ -168,57 +159,14 @@ class MarianTokenizer(Tokenizer):
         self.ids_to_sentencepiece = np.array(
             [in_model.get(p, unknown) for p in self._pieces], "int32"
         )  # (vocab_size,): the SentencePiece id of each of this tokenizer's ids
-        self._sentencepiece = self._make_model()
 
-    def _make_model(self):
-        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
-
-    @property
-    def vocab_size(self):
-        return len(self._pieces)
-
-    @property
-    def pieces(self):
-        return list(self._pieces)
-
-    def sampler(self, alpha, nbest_size=-1):
-        check_sampling(alpha, nbest_size)
-        sampling = copy.copy(self._live_model())
-        sampling.nbest_size, sampling.alpha = nbest_size, alpha
-        table = tf.constant(self.sentencepiece_to_ids)
-
-        def tokenize(strings):  # (B,) -> (B, None), a new draw each time the op runs
-            ids = sampling.tokenize(tf.convert_to_tensor(strings))
-            return tf.ragged.map_flat_values(tf.gather, table, ids)
-
-        return tokenize
-
-    def _continues_word(self, piece):
-        return not piece.startswith(WORD_START) and piece[:1].isalnum()
-
-    def _tokenize(self, strings):
-        ids = self._live_model().tokenize(strings)  # SentencePiece's ids (B, None)
+    def _to_ids(self, ids):
         table = tf.constant(self.sentencepiece_to_ids)
         return tf.ragged.map_flat_values(tf.gather, table, ids)
 
-    def _detokenize(self, token_ids):
+    def _from_ids(self, ids):
         table = tf.constant(self.ids_to_sentencepiece)
-        ids = tf.ragged.map_flat_values(tf.gather, table, token_ids)  # SentencePiece's ids
-        return self._live_model().detokenize(ids)
-
-    def _live_model(self):
-        """The TensorFlow Text model, made again if TensorFlow freed its resource
-        (as `SentencePieceTokenizer._live_model` explains)."""
-        with tf.init_scope():
-            try:
-                self._sentencepiece.tokenize(tf.constant([""]))
-            except tf.errors.NotFoundError:
-                self._sentencepiece = self._make_model()
-        return self._sentencepiece
-
-    def write_asset(self, path):
-        with open(path, "wb") as f:
-            f.write(self.model_proto)
+        return tf.ragged.map_flat_values(tf.gather, table, ids)
 
     @classmethod
     def from_asset(cls, path, vocabulary, eos_piece="</s>", unk_piece="<unk>"):

@@ -15,21 +15,102 @@ from keras_transformer.validation import check_choice, check_non_negative, check
 WORD_START = "\u2581"  # "▁", SentencePiece's mark of a piece that starts a word
 
 
-def check_sampling(alpha, nbest_size):
-    """Checks the arguments of `Tokenizer.sampler` for a SentencePiece model."""
-    check_non_negative("alpha", alpha)
-    if (
-        isinstance(nbest_size, bool)
-        or not isinstance(nbest_size, int)
-        or not (nbest_size == -1 or nbest_size > 1)
-    ):
-        raise ArgumentError(
-            "`nbest_size` must be -1 (every segmentation) or an integer > 1. "
-            f"Received: nbest_size={nbest_size!r}"
-        )
+class SentencePieceModel(Tokenizer):
+    """Base of the tokenizers that run a SentencePiece model in the TensorFlow graph.
+
+    Holds the model (`model_proto`), its TensorFlow Text op and the pieces of
+    the tokenizer's ids (`_pieces`, set by the subclass), and tokenizes,
+    samples and detokenizes with the op. A subclass whose ids are not the model's
+    maps them in `_to_ids` and `_from_ids` (the identity here).
+    """
+
+    asset_file = "sentencepiece.model"
+
+    def _load(self, model_proto):
+        """Keeps `model_proto` and its TensorFlow Text op; returns its Python processor."""
+        try:
+            processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
+        except RuntimeError as error:
+            raise ArgumentError(
+                f"`model_proto` is not a SentencePiece model ({str(error).strip()})"
+            ) from None
+        self.model_proto = model_proto
+        self._sentencepiece = self._make_model()
+        return processor
+
+    @property
+    def vocab_size(self):
+        return len(self._pieces)
+
+    @property
+    def pieces(self):
+        return list(self._pieces)
+
+    def _make_model(self):
+        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+
+    def _to_ids(self, ids):
+        """This tokenizer's ids of SentencePiece's ids, ragged `(B, None)`."""
+        return ids
+
+    def _from_ids(self, ids):
+        """SentencePiece's ids of this tokenizer's ids, ragged `(B, None)`."""
+        return ids
+
+    def sampler(self, alpha, nbest_size=-1):
+        check_non_negative("alpha", alpha)
+        if (
+            isinstance(nbest_size, bool)
+            or not isinstance(nbest_size, int)
+            or not (nbest_size == -1 or nbest_size > 1)
+        ):
+            raise ArgumentError(
+                "`nbest_size` must be -1 (every segmentation) or an integer > 1. "
+                f"Received: nbest_size={nbest_size!r}"
+            )
+        # The same model resource, read with other arguments: a second
+        # `tf_text.SentencepieceTokenizer` of the same model would share its
+        # kernel-owned resource by name, which then disappears with either.
+        sampling = copy.copy(self._live_model())
+        sampling.nbest_size, sampling.alpha = nbest_size, alpha
+
+        def tokenize(strings):  # (B,) -> (B, None), a new draw each time the op runs
+            return self._to_ids(sampling.tokenize(tf.convert_to_tensor(strings)))
+
+        return tokenize
+
+    def _continues_word(self, piece):
+        return not piece.startswith(WORD_START) and piece[:1].isalnum()
+
+    def _tokenize(self, strings):
+        return self._to_ids(self._live_model().tokenize(strings))
+
+    def _detokenize(self, token_ids):
+        return self._live_model().detokenize(self._from_ids(token_ids))
+
+    def _live_model(self):
+        """The TensorFlow Text tokenizer, made again if its model resource is gone.
+
+        TensorFlow Text keeps the SentencePiece model in a resource owned by
+        its op's kernel, which TensorFlow frees whenever it clears its eager
+        kernel cache: `keras.utils.set_random_seed`, `tf.random.set_seed` and
+        `keras.backend.clear_session` all do. A one-string probe, run eagerly
+        (also while a graph is traced, so that the graph captures a live
+        resource), finds that out.
+        """
+        with tf.init_scope():
+            try:
+                self._sentencepiece.tokenize(tf.constant([""]))
+            except tf.errors.NotFoundError:
+                self._sentencepiece = self._make_model()
+        return self._sentencepiece
+
+    def write_asset(self, path):
+        with open(path, "wb") as f:
+            f.write(self.model_proto)
 
 
-class SentencePieceTokenizer(Tokenizer):
+class SentencePieceTokenizer(SentencePieceModel):
     """A SentencePiece model (Kudo & Richardson, 2018) run in the TensorFlow graph.
 
     Detokenization is lossless for text in the model's normal form: with the
@@ -54,16 +135,10 @@ class SentencePieceTokenizer(Tokenizer):
     """
 
     type_name = "sentencepiece"
-    asset_file = "sentencepiece.model"
 
     def __init__(self, model_proto, name=None):
         super().__init__(name=name)
-        try:
-            processor = sentencepiece.SentencePieceProcessor(model_proto=model_proto)
-        except RuntimeError as error:
-            raise ArgumentError(
-                f"`model_proto` is not a SentencePiece model ({str(error).strip()})"
-            ) from None
+        processor = self._load(model_proto)
         found = {
             "pad": processor.pad_id(),
             "unk": processor.unk_id(),
@@ -76,9 +151,7 @@ class SentencePieceTokenizer(Tokenizer):
                 f"id of their own for each of unk, bos and eos, as {SPECIAL_IDS}. Received: {found}"
             )
         self.unk_id, self.bos_id, self.eos_id = found["unk"], found["bos"], found["eos"]
-        self.model_proto = model_proto
         self._pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-        self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
 
     @classmethod
     def train(
@@ -133,59 +206,6 @@ class SentencePieceTokenizer(Tokenizer):
             minloglevel=2,
         )
         return cls(model.getvalue())
-
-    @property
-    def vocab_size(self):
-        return len(self._pieces)
-
-    @property
-    def pieces(self):
-        return list(self._pieces)
-
-    def sampler(self, alpha, nbest_size=-1):
-        check_sampling(alpha, nbest_size)
-        # The same model resource, read with other arguments: a second
-        # `tf_text.SentencepieceTokenizer` of the same model would share its
-        # kernel-owned resource by name, which then disappears with either.
-        sampling = copy.copy(self._live_model())
-        sampling.nbest_size, sampling.alpha = nbest_size, alpha
-
-        def tokenize(strings):  # (B,) -> (B, None), a new draw each time the op runs
-            return sampling.tokenize(tf.convert_to_tensor(strings))
-
-        return tokenize
-
-    def _continues_word(self, piece):
-        return not piece.startswith(WORD_START) and piece[:1].isalnum()
-
-    def _tokenize(self, strings):
-        return self._live_model().tokenize(strings)
-
-    def _detokenize(self, token_ids):
-        return self._live_model().detokenize(token_ids)
-
-    def _live_model(self):
-        """The TensorFlow Text tokenizer, made again if its model resource is gone.
-
-        TensorFlow Text keeps the SentencePiece model in a resource owned by
-        its op's kernel, which TensorFlow frees whenever it clears its eager
-        kernel cache: `keras.utils.set_random_seed`, `tf.random.set_seed` and
-        `keras.backend.clear_session` all do. A one-string probe, run eagerly
-        (also while a graph is traced, so that the graph captures a live
-        resource), finds that out.
-        """
-        with tf.init_scope():
-            try:
-                self._sentencepiece.tokenize(tf.constant([""]))
-            except tf.errors.NotFoundError:
-                self._sentencepiece = tf_text.SentencepieceTokenizer(
-                    model=self.model_proto, out_type=tf.int32
-                )
-        return self._sentencepiece
-
-    def write_asset(self, path):
-        with open(path, "wb") as f:
-            f.write(self.model_proto)
 
     @classmethod
     def from_asset(cls, path):
