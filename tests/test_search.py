@@ -58,6 +58,7 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         (False, None, dict(positions="relative", max_relative_position=2)),
         (True, None, dict(positions="relative_bias")),
         (False, "all", dict(add_positions="queries_and_keys")),
+        (True, None, dict(start_from_zero_embedding=True)),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(

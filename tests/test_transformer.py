@@ -256,3 +256,19 @@ def test_the_top_level_offers_what_users_reach_for_first():
     for name in ["text", "datasets", "inference", "export", "training", "layers"]:
         assert getattr(kt, name).__name__ == f"keras_transformer.{name}"
     assert set(kt.__all__) <= set(dir(kt))
+
+
+def test_a_decoder_that_starts_from_a_zero_embedding_ignores_its_first_token():
+    model = kt.Transformer(1, 16, 2, 32, 30, 30, start_from_zero_embedding=True)
+    source = np.array([[4, 5, 6, 3]])
+    first, other = np.array([[2, 7, 8]]), np.array([[9, 7, 8]])
+    logits = model((source, first)).numpy()
+    np.testing.assert_array_equal(model((source, other)).numpy(), logits)
+    plain = kt.Transformer(1, 16, 2, 32, 30, 30)
+    plain((source, first))
+    plain.set_weights(model.get_weights())
+    assert np.abs(plain((source, first)).numpy() - logits).max() > 1e-3
+    # the plain model with BOS's row zeroed by hand: the same logits
+    rows = plain.decoder.embedding.token_embedding.embeddings
+    rows.assign(tf.tensor_scatter_nd_update(rows, [[2]], tf.zeros((1, 16))))
+    np.testing.assert_allclose(plain((source, first)).numpy(), logits, atol=1e-6)
