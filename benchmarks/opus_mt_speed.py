@@ -5,15 +5,16 @@ Writes a Marian model directory of OPUS-MT's size (6 + 6 layers, d_model 512, 8 
 Multi30k's German and English when `MULTI30K_DIR` has it, else on the numbers corpus),
 times `import_marian`, then translates the same sentences with
 
-- the imported run's `Translator` (XLA), greedy and beam 4;
+- the imported run's `Translator`, with XLA (its default) and without, greedy and beam 4;
 - CTranslate2 on the same directory converted by its own `OpusMTConverter`, float32 and
   int8, greedy and beam 4;
 - the imported run's default SavedModel (what stock TF Serving runs) and LiteRT float32
   export, each at beam 4, one sentence a call;
 
 and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
-float32's, a batch's sentences per second, and the files' sizes. Every output runs to
-`--max-length` pieces or its end, the same for all (random weights rarely end early).
+float32's, a batch's sentences per second, and the files' sizes. EOS gets a very negative
+output bias, so every engine writes `--max-length` pieces for every sentence (checked for
+the `Translator` and CTranslate2 float32).
 
     MULTI30K_DIR=../shared/data/multi30k python benchmarks/opus_mt_speed.py [--sentences 40]
 
@@ -101,6 +102,7 @@ def main():
         sizes=OPUS_MT_SIZES,
         vocab_size=32000,
         corpus=corpus,
+        eos_bias=-100.0,
     )
     start = time.perf_counter()
     run_dir = import_marian(model_dir, os.path.join(work, "run")).path
@@ -118,17 +120,24 @@ def main():
     print(f"{len(sentences)} sentences, {np.mean([len(p) for p in source_pieces]):.1f} pieces each")
     pieces_of = dict(zip(sentences, source_pieces, strict=True))
     engines = {}
-    for beam in (1, 4):
-        translator = run.make_translator(run_dir, beam_size=beam, max_length=args.max_length)
-        engines[f"translator_beam{beam}"] = (
+    for xla, beam in [(xla, beam) for xla in (True, False) for beam in (1, 4)]:
+        translator = run.make_translator(
+            run_dir, beam_size=beam, max_length=args.max_length, jit_compile=xla
+        )
+        engines[f"translator{'' if xla else '_no_xla'}_beam{beam}"] = (
             lambda s, t=translator: t([s]),
             lambda batch, t=translator: t(tf.constant(batch)),
         )
+    lengths = translator.translate_ids(translator.source_ids(sentences)).numpy().astype(bool)
+    assert lengths.sum(axis=1).min() == args.max_length, "an output ended before max_length"
     for compute_type in ("float32", "int8"):
         converted = os.path.join(work, f"ct2_{compute_type}")
         OpusMTConverter(model_dir).convert(converted, quantization=compute_type)
         results[f"ct2_{compute_type}_bytes"] = directory_size(converted)
         engine = ctranslate2.Translator(converted, intra_threads=2)
+        if compute_type == "float32":
+            hypotheses = engine.translate_batch(source_pieces, max_decoding_length=args.max_length)
+            assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
         for beam in (1, 4):
             options = dict(beam_size=beam, max_decoding_length=args.max_length)
             engines[f"ct2_{compute_type}_beam{beam}"] = (
@@ -155,12 +164,12 @@ def main():
         latency[name] = one_at_a_time(one, sentences)
         if batch is not None:
             throughput[name] = per_second(batch, sentences)
-    print(f"\n{'engine':22}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
+    print(f"\n{'engine':24}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
     for name in engines:
         beam = name[-1]
         ratio = latency[name] / latency[f"ct2_float32_beam{beam}"]
         rate = f"{throughput[name]:14.1f}" if name in throughput else f"{'':14}"
-        print(f"{name:22}{latency[name]:19.1f}{ratio:11.2f}{rate}")
+        print(f"{name:24}{latency[name]:19.1f}{ratio:11.2f}{rate}")
     for key in (
         "npz_bytes",
         "ct2_float32_bytes",

@@ -84,9 +84,9 @@ def marian_options(pre_norm, activation, tying, depths, d_model, heads, dff):
     }
 
 
-def marian_weights(options, vocab_size, tying, seed):
-    """Random weights under Marian's names; layer norms near 1, an EOS bias that ends
-    outputs after a few tokens."""
+def marian_weights(options, vocab_size, tying, seed, eos_bias=4.0):
+    """Random weights under Marian's names; layer norms near 1, and `eos_bias` added to
+    EOS's output bias (4: outputs end after a few tokens; very negative: never)."""
     rng = np.random.default_rng(seed)
     d, dff = options["dim-emb"], options["transformer-dim-ffn"]
     pre = "_pre" if options["transformer-preprocess"] == "n" else ""
@@ -127,7 +127,7 @@ def marian_weights(options, vocab_size, tying, seed):
     if tying is None:
         weights["decoder_ff_logit_out_W"] = normal(d, vocab_size, scale=0.5)
     bias = normal(1, vocab_size, scale=0.5)
-    bias[0, 0] += 4.0  # </s>
+    bias[0, 0] += eos_bias  # </s>
     weights["decoder_ff_logit_out_b"] = bias
     return weights
 
@@ -141,6 +141,7 @@ def write_opus_mt(
     sizes=((2, 1), 16, 2, 32),
     vocab_size=None,
     corpus=None,
+    eos_bias=4.0,
 ):
     """Writes an OPUS-MT-shaped model directory and returns its path.
 
@@ -156,6 +157,8 @@ def write_opus_mt(
             None keeps the SentencePiece models' own.
         corpus: the `ParallelCorpus` (German to English) the SentencePiece models are
             trained on; 600 pairs of the numbers corpus by default, with 70 pieces each.
+        eos_bias: added to the output bias of EOS: 4 ends outputs after a few tokens; a
+            very negative one makes every output run to the search's longest.
     """
     os.makedirs(directory, exist_ok=True)
     pieces_each = 70 if corpus is None else 8000
@@ -175,7 +178,7 @@ def write_opus_mt(
     with open(os.path.join(directory, "opus.vocab.yml"), "w", encoding="utf-8") as f:
         f.write(vocabulary_lines(pieces))
     options = marian_options(pre_norm, activation, tying, *sizes)
-    weights = marian_weights(options, len(pieces), tying, seed)
+    weights = marian_weights(options, len(pieces), tying, seed, eos_bias)
     text = yaml.safe_dump(options).encode("utf-8") + b"\0"
     weights["special:model.yml"] = np.frombuffer(text, dtype=np.int8)
     np.savez(os.path.join(directory, "opus.model.npz"), **weights)
