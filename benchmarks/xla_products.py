@@ -30,7 +30,7 @@ def product_loop(embeddings, layout):
     """A function running `STEPS` products of its rows `(B, D)` by `embeddings` `(V, D)`."""
 
     def loop(x):
-        transposed = tf.transpose(embeddings)  # (D, V), used by "transposed before"
+        transposed = tf.transpose(embeddings) if layout == "transposed before" else None  # (D, V)
 
         def body(step, x):
             if layout == "transpose in the loop":
