@@ -367,24 +367,22 @@ class MultiHeadAttention(keras.layers.Layer):
             **relative,
         )  # (B, H, T, K), (B, H, T, S)
         attended = ops.transpose(attended, (0, 2, 1, 3))  # (B, T, H, K)
-        batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
-        attended = ops.reshape(attended, (batch, length, self.d_model))  # (B, T, D)
-        return self._dense(attended, self.output_kernel, self.output_bias), scores
+        batch, length = ops.shape(attended)[:2]
+        rows = ops.reshape(attended, (-1, self.d_model))  # (B * T, D)
+        outputs = self._dense(rows, self.output_kernel, self.output_bias)  # (B * T, D_out)
+        return ops.reshape(outputs, (batch, length, outputs.shape[-1])), scores
 
     def _project(self, x, kernel, bias):
         """x W (+ b), split into heads: (B, L, D_in) -> (B, H, L, K)."""
-        projected = self._dense(x, kernel, bias)  # (B, L, D)
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        projected = ops.reshape(
-            projected, (batch, length, self.num_heads, self.depth)
-        )  # (B, L, H, K)
-        return ops.transpose(projected, (0, 2, 1, 3))  # (B, H, L, K)
+        batch, length = ops.shape(x)[:2]
+        rows = self._dense(ops.reshape(x, (-1, x.shape[-1])), kernel, bias)  # (B * L, D)
+        heads = ops.reshape(rows, (batch, length, self.num_heads, self.depth))  # (B, L, H, K)
+        return ops.transpose(heads, (0, 2, 1, 3))  # (B, H, L, K)
 
-    def _dense(self, x, kernel, bias):
-        y = ops.matmul(x, ops.cast(kernel, x.dtype))
-        if bias is not None:
-            y = y + ops.cast(bias, x.dtype)
-        return y
+    def _dense(self, rows, kernel, bias):
+        """rows W (+ b): (N, D_in) -> (N, D_out), one matrix product (see `over_rows`)."""
+        y = ops.matmul(rows, ops.cast(kernel, rows.dtype))
+        return y if bias is None else y + ops.cast(bias, rows.dtype)
 
     def _attention_mask(self, q, k, value_mask, key_mask, attention_mask, use_causal_mask):
         target_shape = (q.shape[0], self.num_heads, q.shape[2], k.shape[2])

@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 import keras
 
+from keras_transformer.layers.rows import over_rows
 from keras_transformer.validation import check_positive_int
 
 
@@ -69,7 +70,8 @@ class FeedForward(keras.layers.Layer):
         self.outer.build((*inputs_shape[:-1], self.dff))
 
     def call(self, inputs):
-        return self.outer(self.inner(inputs))  # (B, L, D_in) -> (B, L, dff) -> (B, L, D)
+        # (B, L, D_in) -> (B, L, dff) -> (B, L, D), each position a row
+        return over_rows(lambda rows: self.outer(self.inner(rows)), inputs)
 
     def compute_output_shape(self, inputs_shape):
         return (*inputs_shape[:-1], self.d_model)

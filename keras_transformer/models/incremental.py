@@ -114,7 +114,7 @@ class IncrementalDecoding(StepModel):
             kernel, bias = (ops.cast(w, x.dtype) for w in state["output"])  # (n, D), (n,)
             logits = ops.matmul(x, ops.transpose(kernel)) + bias  # (B * k, n)
         else:
-            logits = self.output_logits(x[:, None])[:, 0]  # (B * k, V)
+            logits = self.output_logits(x)  # (B * k, V)
         return Step(ops.cast(logits, "float32"), cache, attention)
 
     def restrict_vocabulary(self, state, ids):

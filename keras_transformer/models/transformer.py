@@ -9,6 +9,7 @@ from keras_transformer.errors import ArgumentError
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
+from keras_transformer.layers.rows import over_rows
 from keras_transformer.models.incremental import IncrementalDecoding
 from keras_transformer.models.train_step import PackedTraining
 from keras_transformer.validation import check_positive_int, check_token_ids_shape
@@ -246,10 +247,11 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             logits `(..., V)` in the compute dtype.
         """
         if self.final_layer is not None:
-            return self.final_layer(x)
+            return over_rows(self.final_layer, x)
         embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
-        logits = ops.matmul(x, ops.transpose(ops.cast(embeddings, x.dtype)))
-        return logits + ops.cast(self.output_bias, x.dtype)
+        kernel = ops.transpose(ops.cast(embeddings, x.dtype))  # (D, V)
+        bias = ops.cast(self.output_bias, x.dtype)
+        return over_rows(lambda rows: ops.matmul(rows, kernel) + bias, x)
 
     def float32_copy(self):
         """This model under the float32 dtype policy, with the same weights.
