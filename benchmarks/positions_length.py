@@ -10,7 +10,7 @@ training held, and the longer ones, where a scheme has to carry what it learned
 about positions past the positions it was trained on.
 
     python benchmarks/positions_length.py --runs runs/positions_length \\
-        [--schemes sinusoidal,rotary] [--train-max-length 16] [--set train.epochs=4]
+        [--schemes sinusoidal,rotary] [--train-max-length 12] [--set train.epochs=4]
 
 A run directory that has finished training is decoded again without training.
 The last line is JSON: per scheme, the exact-match share and count per length,
@@ -36,6 +36,7 @@ from keras_transformer.run.directory import RunDirectory  # noqa: E402
 SCHEMES = {
     "sinusoidal": [],
     "learned": ["model.positions=learned", "model.max_positions=64"],
+    "every_layer": ["model.add_positions=every_layer"],
     "queries_and_keys": ["model.add_positions=queries_and_keys"],
     "rotary": ["model.positions=rotary"],
     "relative": ["model.positions=relative", "model.max_relative_position=16"],
@@ -69,7 +70,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", required=True, help="parent directory of one run per scheme")
     parser.add_argument("--schemes", default=",".join(SCHEMES))
-    parser.add_argument("--train-max-length", type=int, default=16)
+    parser.add_argument(
+        "--train-max-length",
+        type=int,
+        default=12,
+        help="longest training pair in tokens (the test split's pairs reach 17)",
+    )
     parser.add_argument("--set", action="append", default=[], help="section.key=value, for all")
     args = parser.parse_args()
     schemes = args.schemes.split(",")
