@@ -404,7 +404,8 @@ def test_the_training_step_under_xla_gives_the_loss_it_gives_without(float32_run
     assert with_xla.model.jit_compile and not without.model.jit_compile
     np.testing.assert_allclose(with_xla.loss, without.loss, rtol=1e-4)
     x, _ = small_batches()
-    np.testing.assert_allclose(with_xla.model(x), without.model(x), atol=1e-4)
+    # after training steps whose sums XLA orders its own way: logits of about 3 within 5e-4
+    np.testing.assert_allclose(with_xla.model(x), without.model(x), atol=5e-4)
 
 
 def test_linear_cooldown_follows_its_schedule_then_falls_in_a_line_to_zero(tmp_path):
