@@ -22,6 +22,7 @@ import math
 from keras import ops
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.layers.rows import over_rows
 from keras_transformer.validation import check_positive_int
 
 
@@ -113,7 +114,8 @@ def per_query_product(x, matrices):
         `(B, H, T, C)`: `out[b, h, t] = x[b, h, t] @ matrices[t]`.
     """
     if matrices.shape[0] == 1:
-        return ops.matmul(x, ops.cast(matrices[0], x.dtype))  # (B, H, T, C)
+        matrix = ops.cast(matrices[0], x.dtype)  # (A, C)
+        return over_rows(lambda rows: ops.matmul(rows, matrix), x)  # (B, H, T, C)
     batch, heads, length, width = (ops.shape(x)[i] for i in range(4))
     rows = ops.transpose(x, (2, 0, 1, 3))  # (T, B, H, A)
     rows = ops.reshape(rows, (length, batch * heads, width))  # (T, B * H, A)
