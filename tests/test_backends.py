@@ -18,12 +18,13 @@ import keras
 import numpy as np
 import pytest
 from conftest import randomize_position_tables
+from test_memory import REUSE_FAULTS
 
 import keras_transformer as kt
 
 pytest.importorskip("jax")
 
-JAX_SIDE = textwrap.dedent(
+JAX_SIDE = REUSE_FAULTS + textwrap.dedent(
     """
     import json, os, sys
 
@@ -63,7 +64,7 @@ JAX_SIDE = textwrap.dedent(
             refused()
         except (BackendError, ValueError) as error:
             errors.append(str(error))
-    report = {"backend": keras.backend.backend(), "errors": errors}
+    report = {"backend": keras.backend.backend(), "errors": errors, "faults": reuse_faults()}
     print(json.dumps({**report, "before": before, "after": after, **history.history}))
     """
 )
@@ -124,6 +125,7 @@ def test_a_transformer_moves_between_tensorflow_and_jax(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["backend"] == "jax"
+    assert report["faults"] < 30, report["faults"]  # the package kept freed memory for reuse
     np.testing.assert_allclose(np.load(tmp_path / "jax_logits.npy"), expected, atol=1e-5)
     for scheme, other in schemes.items():
         on_jax_logits = np.load(tmp_path / f"jax_{scheme}_logits.npy")

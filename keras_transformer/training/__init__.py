@@ -10,6 +10,7 @@ from keras_transformer.training.backup import StopOnNaN, TrainingBackup, Trainin
 from keras_transformer.training.checkpoints import PruneCheckpoints
 from keras_transformer.training.compile import compile_model
 from keras_transformer.training.losses import MaskedSparseCategoricalCrossentropy
+from keras_transformer.training.memory import keep_freed_memory
 from keras_transformer.training.metrics import MaskedAccuracy
 from keras_transformer.training.multi_worker import fit_under_multi_worker
 from keras_transformer.training.optimizers import (
@@ -41,6 +42,7 @@ __all__ = [
     "compile_model",
     "distribution_strategy",
     "fit_under_multi_worker",
+    "keep_freed_memory",
     "transformer_optimizer",
     "transformer_schedule",
 ]
