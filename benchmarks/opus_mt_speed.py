@@ -92,7 +92,7 @@ def main():
     from ctranslate2.converters import OpusMTConverter
 
     from keras_transformer.export.litert_runtime import LiteRTTranslator
-    from keras_transformer.run.marian import import_marian
+    from keras_transformer.run.opus_mt import import_marian
 
     corpus, sentences = corpus_and_sentences(args.sentences)
     work = tempfile.mkdtemp(prefix="opus_mt_speed_")

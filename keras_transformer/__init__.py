@@ -26,7 +26,7 @@ from keras_transformer import (  # noqa: E402
 from keras_transformer.export import export_translator  # noqa: E402
 from keras_transformer.inference import DecodeOptions, Translator  # noqa: E402
 from keras_transformer.models import Transformer  # noqa: E402
-from keras_transformer.run.marian import import_marian  # noqa: E402
+from keras_transformer.run.opus_mt import import_marian  # noqa: E402
 from keras_transformer.training import (  # noqa: E402
     MaskedAccuracy,
     MaskedSparseCategoricalCrossentropy,

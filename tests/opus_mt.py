@@ -1,5 +1,6 @@
-"""A tiny OPUS-MT model directory, written as Marian writes one, and Marian's forward pass
-in NumPy: the independent reference of the importer's tests.
+"""A tiny OPUS-MT model directory, written as Marian writes one, its copy in Hugging Face's
+layout, written as Hugging Face's conversion script does, and Marian's forward pass in NumPy:
+the independent reference of the importer's tests.
 
 The weights are random; the SentencePiece models are trained on numbers written out in
 German and English, with a few pieces YAML would misread unquoted (`yes`, `null`, `'`,
@@ -8,9 +9,12 @@ German and English, with a few pieces YAML would misread unquoted (`yes`, `null`
 
 import io
 import json
+import math
 import os
+import shutil
 
 import numpy as np
+import safetensors.numpy
 import sentencepiece
 import yaml
 
@@ -148,7 +152,7 @@ def write_opus_mt(
     Args:
         directory: where to write (created).
         pre_norm: Marian's pre-norm layout instead of post-norm.
-        activation: `"relu"` or `"swish"`.
+        activation: `"relu"`, `"swish"` or `"gelu"` (Marian's, with a sigmoid).
         tying: `"all"` (one matrix for both embeddings and the output), `"output"`
             (the target embedding is the output matrix) or None (three matrices).
         seed: seed of the weights.
@@ -194,16 +198,116 @@ def write_opus_mt(
     return directory
 
 
+# Hugging Face's names of a layer's Marian tensors (its conversion script's table).
+HUGGING_FACE_NAMES = {
+    **{
+        f"{marian}_{kind}{letter}": f"{hf}.{part}_proj.{'weight' if kind == 'W' else 'bias'}"
+        for marian, hf in (("self", "self_attn"), ("context", "encoder_attn"))
+        for letter, part in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "out"))
+        for kind in ("W", "b")
+    },
+    **{
+        f"{marian}_ln_{kind}": f"{hf}.{'weight' if kind == 'scale' else 'bias'}"
+        for marian, hf in (
+            ("self_Wo", "self_attn_layer_norm"),
+            ("context_Wo", "encoder_attn_layer_norm"),
+            ("ffn_ffn", "final_layer_norm"),
+        )
+        for kind in ("scale", "bias")
+    },
+    **{f"ffn_{k}{n}": f"fc{n}.{'weight' if k == 'W' else 'bias'}" for n in (1, 2) for k in "Wb"},
+}
+
+
+def write_hugging_face(marian_dir, directory, activation=None, float16=False, positions=64):
+    """Writes the post-norm OPUS-MT directory `marian_dir` in Hugging Face's layout, as
+    its conversion script does: "<pad>" appended to the vocabulary with a zero
+    embedding and bias, PyTorch's `(out, in)` matrices, `final_logits_bias`, and a
+    tied table stored once (under `model.shared.weight`).
+
+    Args:
+        marian_dir: a directory `write_opus_mt` wrote (post-norm).
+        directory: where to write (created).
+        activation: `config.json`'s `activation_function`; None keeps Marian's.
+        float16: store float16 tensors, as the conversion script does.
+        positions: rows of the stored sinusoidal position tables (0: none stored).
+    """
+    os.makedirs(directory, exist_ok=True)
+    weights = dict(np.load(os.path.join(marian_dir, "opus.model.npz")))
+    options = yaml.safe_load(weights.pop("special:model.yml").tobytes().rstrip(b"\0"))
+    with open(os.path.join(marian_dir, "opus.vocab.yml"), encoding="utf-8") as f:
+        vocab = {piece: int(i) for piece, i in yaml.load(f, Loader=yaml.BaseLoader).items()}
+    pad = vocab["<pad>"] = len(vocab)
+    shared, tied = "Wemb" in weights, "decoder_ff_logit_out_W" not in weights
+
+    def with_pad(table):  # (V, D) -> (V + 1, D)
+        return np.concatenate([table, np.zeros((1, table.shape[1]), table.dtype)])
+
+    tensors = {}
+    if shared:
+        tensors["model.shared.weight"] = with_pad(weights.pop("Wemb"))
+    else:
+        for side in ("encoder", "decoder"):
+            tensors[f"model.{side}.embed_tokens.weight"] = with_pad(weights.pop(f"{side}_Wemb"))
+    if not tied:
+        tensors["lm_head.weight"] = with_pad(weights.pop("decoder_ff_logit_out_W").T)
+    tensors["final_logits_bias"] = with_pad(weights.pop("decoder_ff_logit_out_b").T).T
+    for name, value in weights.items():
+        side, layer, suffix = name.split("_", 2)
+        hf = f"model.{side}.layers.{int(layer[1:]) - 1}.{HUGGING_FACE_NAMES[suffix]}"
+        tensors[hf] = value.T.squeeze()
+    if positions:
+        d = options["dim-emb"]
+        angles = np.array(
+            [[p / np.power(10000, 2 * (j // 2) / d) for j in range(d)] for p in range(positions)]
+        )
+        table = np.concatenate([np.sin(angles[:, 0::2]), np.cos(angles[:, 1::2])], 1)
+        for side in ("encoder", "decoder"):
+            tensors[f"model.{side}.embed_positions.weight"] = table.astype("float32")
+    dtype = "float16" if float16 else "float32"
+    tensors = {name: np.ascontiguousarray(value, dtype) for name, value in tensors.items()}
+    safetensors.numpy.save_file(tensors, os.path.join(directory, "model.safetensors"))
+    config = {
+        "model_type": "marian",
+        "d_model": options["dim-emb"],
+        "encoder_layers": options["enc-depth"],
+        "decoder_layers": options["dec-depth"],
+        "encoder_attention_heads": options["transformer-heads"],
+        "decoder_attention_heads": options["transformer-heads"],
+        "encoder_ffn_dim": options["transformer-dim-ffn"],
+        "decoder_ffn_dim": options["transformer-dim-ffn"],
+        "activation_function": activation or options["transformer-ffn-activation"],
+        "vocab_size": pad + 1,
+        "decoder_vocab_size": pad + 1,
+        "pad_token_id": pad,
+        "decoder_start_token_id": pad,
+        "eos_token_id": 0,
+        "scale_embedding": True,
+        "share_encoder_decoder_embeddings": shared,
+        "tie_word_embeddings": tied,
+        "max_position_embeddings": 512,
+        "static_position_embeddings": True,
+    }
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    for name in ["vocab.json"] + ([] if shared else ["target_vocab.json"]):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            json.dump(vocab, f, ensure_ascii=False)
+    for name in ("source.spm", "target.spm"):
+        shutil.copy(os.path.join(marian_dir, name), os.path.join(directory, name))
+    return directory
+
+
 # Marian's forward pass, written from its description (Junczys-Dowmunt et al., 2018) and
 # the paper, for one sentence: every sum, scale and norm spelled out.
 
 
-def _layer_norm(x, weights, name, pre):
+def _layer_norm(x, weights, name, pre, epsilon=1e-6):
     scale = weights.get(f"{name}_ln_scale_pre" if pre else f"{name}_ln_scale")
     bias = weights.get(f"{name}_ln_bias_pre" if pre else f"{name}_ln_bias")
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-6) * scale[0] + bias[0]
+    return (x - mean) / np.sqrt(var + epsilon) * scale[0] + bias[0]
 
 
 def _attention(query, memory, weights, prefix, heads, causal):
@@ -224,10 +328,10 @@ def _attention(query, memory, weights, prefix, heads, causal):
     return np.concatenate(out, -1) @ weights[f"{prefix}_Wo"] + weights[f"{prefix}_bo"][0]
 
 
-def _sublayer(x, function, weights, norm_name, pre_norm):
+def _sublayer(x, function, weights, norm_name, pre_norm, epsilon):
     if pre_norm:
-        return x + function(_layer_norm(x, weights, norm_name, True))
-    return _layer_norm(x + function(x), weights, norm_name, False)
+        return x + function(_layer_norm(x, weights, norm_name, True, epsilon))
+    return _layer_norm(x + function(x), weights, norm_name, False, epsilon)
 
 
 def _sinusoids(length, d):
@@ -237,14 +341,21 @@ def _sinusoids(length, d):
     return np.concatenate([np.sin(angles), np.cos(angles)], -1)
 
 
-def marian_log_probs(options, weights, source_ids, target_ids):
+ACTIVATIONS = {
+    "relu": lambda x: np.maximum(x, 0),
+    "swish": lambda x: x / (1 + np.exp(-x)),
+    "gelu": lambda x: x / (1 + np.exp(-1.702 * x)),  # Marian's
+    "exact_gelu": np.vectorize(lambda x: x * (1 + math.erf(x / math.sqrt(2))) / 2),
+}
+
+
+def marian_log_probs(options, weights, source_ids, target_ids, epsilon=1e-6, activation=None):
     """log P(y_t | y_<t, x) over Marian's vocabulary for every position of `target_ids`
-    (then EOS), given Marian ids; `source_ids` end with EOS (0)."""
+    (then EOS), given Marian ids; `source_ids` end with EOS (0). `epsilon` is the layer
+    norms' (Hugging Face's copy adds 1e-5); `activation` replaces Marian's option."""
     d, heads = options["dim-emb"], options["transformer-heads"]
     pre = options["transformer-preprocess"] == "n"
-    act = {"relu": lambda x: np.maximum(x, 0), "swish": lambda x: x / (1 + np.exp(-x))}[
-        options["transformer-ffn-activation"]
-    ]
+    act = ACTIVATIONS[activation or options["transformer-ffn-activation"]]
     source_table = weights.get("Wemb", weights.get("encoder_Wemb"))
     target_table = weights.get("Wemb", weights.get("decoder_Wemb"))
 
@@ -264,9 +375,10 @@ def marian_log_probs(options, weights, source_ids, target_ids):
             weights,
             f"{p}_self_Wo",
             pre,
+            epsilon,
         )
-        x = _sublayer(x, ffn(f"{p}_ffn"), weights, f"{p}_ffn_ffn", pre)
-    memory = _layer_norm(x, weights, "encoder_top", False) if pre else x
+        x = _sublayer(x, ffn(f"{p}_ffn"), weights, f"{p}_ffn_ffn", pre, epsilon)
+    memory = _layer_norm(x, weights, "encoder_top", False, epsilon) if pre else x
 
     embedded = target_table[target_ids] * np.sqrt(d)
     y = np.concatenate([np.zeros((1, d)), embedded])  # the zero start, then y_1..y_T
@@ -279,6 +391,7 @@ def marian_log_probs(options, weights, source_ids, target_ids):
             weights,
             f"{p}_self_Wo",
             pre,
+            epsilon,
         )
         y = _sublayer(
             y,
@@ -286,10 +399,11 @@ def marian_log_probs(options, weights, source_ids, target_ids):
             weights,
             f"{p}_context_Wo",
             pre,
+            epsilon,
         )
-        y = _sublayer(y, ffn(f"{p}_ffn"), weights, f"{p}_ffn_ffn", pre)
+        y = _sublayer(y, ffn(f"{p}_ffn"), weights, f"{p}_ffn_ffn", pre, epsilon)
     if pre:
-        y = _layer_norm(y, weights, "decoder_top", False)
+        y = _layer_norm(y, weights, "decoder_top", False, epsilon)
     output = weights.get("decoder_ff_logit_out_W", target_table.T)
     logits = y @ output + weights["decoder_ff_logit_out_b"][0]
     logits = logits - logits.max(-1, keepdims=True)

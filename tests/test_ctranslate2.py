@@ -45,7 +45,7 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
             activation="gelu",
             positional_encoding_layout="concatenated",
         ),
-        dict(num_encoder_layers=3, num_decoder_layers=1),
+        dict(num_encoder_layers=3, num_decoder_layers=1, activation="gelu_sigmoid"),
         dict(positions="learned", max_positions=48),
         dict(positions="rotary", norm_first=True),
         dict(positions="relative", max_relative_position=4),
@@ -54,7 +54,7 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
     ids=[
         "post_ln",
         "pre_ln_tied_gelu_concatenated",
-        "deep_encoder_shallow_decoder",
+        "deep_encoder_shallow_decoder_gelu_sigmoid",
         "learned_positions",
         "rotary_pre_ln",
         "relative",

@@ -1,5 +1,5 @@
 """OPUS-MT (Marian) models imported as run directories, against Marian's math in NumPy and
-CTranslate2's own Marian converter."""
+CTranslate2's own Marian converter, from Marian's layout and from Hugging Face's."""
 
 import csv
 import importlib.util
@@ -10,15 +10,17 @@ import zipfile
 
 import numpy as np
 import pytest
+import safetensors.numpy
 import tensorflow as tf
 import yaml
-from opus_mt import AWKWARD_PIECES, marian_log_probs, write_opus_mt
+from opus_mt import AWKWARD_PIECES, marian_log_probs, write_hugging_face, write_opus_mt
 
 import keras_transformer as kt
 from keras_transformer.cli import main
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.errors import DamagedFileError
-from keras_transformer.run.marian import import_marian, read_marian
+from keras_transformer.run.marian import read_marian
+from keras_transformer.run.opus_mt import import_marian
 from keras_transformer.text.marian_tokenizer import read_vocabulary
 
 ctranslate2 = pytest.importorskip("ctranslate2")
@@ -28,9 +30,16 @@ from ctranslate2.converters.marian import load_vocab  # noqa: E402
 CONFIGURATIONS = {
     "post_norm_relu_tied": dict(),
     "pre_norm_swish_untied": dict(pre_norm=True, activation="swish", tying=None),
-    "post_norm_output_tied": dict(tying="output"),
+    "post_norm_gelu_output_tied": dict(activation="gelu", tying="output"),
 }
 SOURCES = numbers_corpus("test", source_lang="de", target_lang="en").sources[:24] + ["", "  "]
+# Hugging Face's layout: (its Marian directory's configuration, write_hugging_face's
+# arguments, the activation of the NumPy reference: Hugging Face's "gelu" is the exact one)
+HUGGING_FACE = {
+    "tied_float16": (dict(), dict(float16=True), "relu"),
+    "output_tied_gelu": (dict(tying="output"), dict(activation="gelu", positions=0), "exact_gelu"),
+    "untied_swish": (dict(activation="swish", tying=None), dict(), "swish"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +50,17 @@ def imported(tmp_path_factory):
     for name, options in CONFIGURATIONS.items():
         model_dir = write_opus_mt(root / name, **options)
         made[name] = model_dir, import_marian(model_dir, root / f"{name}_run").path
+    return made
+
+
+@pytest.fixture(scope="module")
+def hugging_face(tmp_path_factory):
+    """Per configuration: (its Marian directory, its copy in Hugging Face's layout)."""
+    root = tmp_path_factory.mktemp("hugging_face")
+    made = {}
+    for name, (options, layout, _) in HUGGING_FACE.items():
+        model_dir = write_opus_mt(root / name, seed=3, **options)
+        made[name] = model_dir, write_hugging_face(model_dir, root / f"{name}_hf", **layout)
     return made
 
 
@@ -95,6 +115,51 @@ def test_an_imported_model_gives_marians_probabilities(imported, name):
         log_probs = tf.nn.log_softmax(logits)[0].numpy()  # (T + 1, V + 2)
         np.testing.assert_allclose(log_probs[:, 1:-1], expected, atol=2e-5)
         assert np.exp(log_probs[:, [0, -1]]).max() < 1e-30  # padding and the start piece
+
+
+@pytest.mark.parametrize("name", HUGGING_FACE)
+def test_a_hugging_face_copy_gives_the_probabilities_of_its_network(hugging_face, name, tmp_path):
+    """Hugging Face's network is Marian's with layer norms that add 1e-5 (and, where its
+    config says so, the exact GELU); float16 files give the float16 weights."""
+    model_dir, hf_dir = hugging_face[name]
+    _, layout, activation = HUGGING_FACE[name]
+    marian = read_marian(model_dir)
+    dtype = "float16" if layout.get("float16") else "float32"
+    weights = {k: v.astype(dtype).astype("float32") for k, v in marian.weights.items()}
+    _, model, source, target = kt.run.load_run(import_marian(hf_dir, tmp_path / "run").path)
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:4]
+    for sentence, translation in zip(corpus.sources, corpus.targets, strict=True):
+        source_ids = source.tokenize(tf.constant([sentence]))[0].numpy().tolist()
+        target_ids = target.tokenize(tf.constant([translation]))[0].numpy().tolist()
+        expected = marian_log_probs(
+            marian.options,
+            weights,
+            np.array([i - 1 for i in source_ids] + [0]),
+            np.array([i - 1 for i in target_ids]),
+            epsilon=1e-5,
+            activation=activation,
+        )
+        logits = model(
+            (np.array([source_ids + [source.eos_id]]), np.array([[target.bos_id] + target_ids]))
+        )
+        log_probs = tf.nn.log_softmax(logits)[0].numpy()
+        np.testing.assert_allclose(log_probs[:, 1:-1], expected, atol=2e-5)
+
+
+def test_a_hugging_face_copy_imports_and_translates_from_the_command_line(
+    hugging_face, tmp_path, capsys
+):
+    _, hf_dir = hugging_face["untied_swish"]
+    run_dir = tmp_path / "run"
+    args = ["import", "--format", "marian", "--model-dir", str(hf_dir), "--run-dir", str(run_dir)]
+    assert main(args) == 0
+    assert json.load(open(run_dir / "imported.json"))["format"] == "hugging-face"
+    lines = SOURCES[:3] + ["", "  "]
+    expected = kt.inference.translate_lines(kt.run.make_translator(str(run_dir)), lines)
+    capsys.readouterr()
+    assert main(["translate", "--run-dir", str(run_dir), *lines]) == 0
+    assert capsys.readouterr().out.splitlines() == expected
+    assert expected[3:] == ["", ""]
 
 
 @pytest.mark.parametrize("name", CONFIGURATIONS)
@@ -193,6 +258,29 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     assert engine(SOURCES) == kt.inference.translate_lines(greedy, SOURCES)
 
 
+def refusal_of_import(model_dir, change, tmp_path, capsys):
+    """The one line `import` prints for a copy of `model_dir` that `change` damaged,
+    checking that it exits with 2 and writes no run directory."""
+    copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(model_dir, copy)
+    change(copy)
+    args = ["import", "--format", "marian", "--model-dir", str(copy)]
+    code = main([*args, "--run-dir", str(copy / "run")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in error, error
+    assert not (copy / "run").exists()
+    return error
+
+
+def truncated(name):
+    """A change that cuts the file `name` of a model directory to its first 5,000 bytes."""
+
+    def change(copy):
+        (copy / name).write_bytes((copy / name).read_bytes()[:5000])
+
+    return change
+
+
 def _val_loss(run_dir):
     """Mean -log P per target token of the validation pairs, EOS included."""
     corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:60]
@@ -204,28 +292,7 @@ def test_import_refuses_what_it_cannot_import_in_one_line(imported, tmp_path, ca
     model_dir, _ = imported["post_norm_relu_tied"]
 
     def damaged(change):
-        copy = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
-        shutil.copytree(model_dir, copy)
-        change(copy)
-        code = main(
-            [
-                "import",
-                "--format",
-                "marian",
-                "--model-dir",
-                str(copy),
-                "--run-dir",
-                str(copy / "run"),
-            ]
-        )
-        error = capsys.readouterr().err.strip()
-        assert code == 2 and "\n" not in error, error
-        assert not (copy / "run").exists()
-        return error
-
-    def truncate(copy):
-        path = copy / "opus.model.npz"
-        path.write_bytes(path.read_bytes()[:5000])
+        return refusal_of_import(model_dir, change, tmp_path, capsys)
 
     def with_options(**changes):
         def change(copy):
@@ -245,14 +312,45 @@ def test_import_refuses_what_it_cannot_import_in_one_line(imported, tmp_path, ca
         with open(copy / "opus.vocab.yml", "a", encoding="utf-8") as f:
             f.write(f"extra: {len(read_vocabulary(copy / 'opus.vocab.yml'))}\n")
 
-    assert "opus.model.npz is damaged" in damaged(truncate)
+    assert "opus.model.npz is damaged" in damaged(truncated("opus.model.npz"))
     assert "opus.vocab.yml is missing" in damaged(lambda c: os.remove(c / "opus.vocab.yml"))
     assert "'Wemb' has shape" in damaged(extra_piece)
-    assert "--transformer-ffn-activation gelu" in damaged(
-        with_options(**{"transformer-ffn-activation": "gelu"})
+    assert "--transformer-ffn-activation selu" in damaged(
+        with_options(**{"transformer-ffn-activation": "selu"})
     )
     assert "--transformer-postprocess-emb nd" in damaged(
         with_options(**{"transformer-postprocess-emb": "nd"})
     )
     assert "--type s2s" in damaged(with_options(type="s2s"))
     assert zipfile.is_zipfile(model_dir / "opus.model.npz")
+
+
+def test_import_of_hugging_face_files_refuses_what_it_cannot_read_in_one_line(
+    hugging_face, tmp_path, capsys
+):
+    _, hf_dir = hugging_face["tied_float16"]
+
+    def damaged(change):
+        return refusal_of_import(hf_dir, change, tmp_path, capsys)
+
+    def as_pytorch_file(copy):
+        os.rename(copy / "model.safetensors", copy / "pytorch_model.bin")
+
+    def with_config(**changes):
+        def change(copy):
+            config = json.load(open(copy / "config.json"))
+            json.dump({**config, **changes}, open(copy / "config.json", "w"))
+
+        return change
+
+    def learned_positions(copy):
+        tensors = safetensors.numpy.load_file(copy / "model.safetensors")
+        tensors["model.decoder.embed_positions.weight"] += np.float16(0.5)
+        safetensors.numpy.save_file(tensors, copy / "model.safetensors")
+
+    assert "model.safetensors is damaged" in damaged(truncated("model.safetensors"))
+    assert "pytorch_model.bin, which only PyTorch reads" in damaged(as_pytorch_file)
+    assert "vocab.json is missing" in damaged(lambda c: os.remove(c / "vocab.json"))
+    assert "activation_function 'gelu_new'" in damaged(with_config(activation_function="gelu_new"))
+    assert "decoder.embed_positions is not Marian's sinusoidal table" in damaged(learned_positions)
+    assert "neither decoder.yml" in damaged(lambda c: os.remove(c / "config.json"))

@@ -40,7 +40,7 @@ CASES = [
     ),
     (
         layers.FeedForward,
-        dict(d_model=8, dff=20, activation="gelu", kernel_initializer="he_uniform"),
+        dict(d_model=8, dff=20, activation="gelu_sigmoid", kernel_initializer="he_uniform"),
     ),
     (layers.EncoderLayer, BLOCK),
     (layers.DecoderLayer, BLOCK),
@@ -53,6 +53,7 @@ CASES = [
             input_vocab_size=19,
             target_vocab_size=21,
             shared_embeddings="output",
+            activation="gelu_sigmoid",
         ),
     ),
     (kt.TransformerSchedule, dict(d_model=64, warmup_steps=123)),

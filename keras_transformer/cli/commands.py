@@ -45,7 +45,7 @@ def run_train(args):
 
 
 def run_import(args):
-    from keras_transformer.run.marian import import_marian
+    from keras_transformer.run.opus_mt import import_marian
 
     run = import_marian(args.model_dir, args.run_dir)
     print(f"imported: {run.path}")

@@ -234,8 +234,9 @@ def add_import(commands):
     imported.add_argument(
         "--model-dir",
         required=True,
-        help="the model's directory (decoder.yml, the .npz and .yml files it names, "
-        "source.spm, target.spm)",
+        help="the model's directory: Marian's layout (decoder.yml, the .npz and .yml files "
+        "it names, source.spm, target.spm) or Hugging Face's (config.json, "
+        "model.safetensors, vocab.json, source.spm, target.spm)",
     )
     run_dir_argument(imported)
     imported.set_defaults(command=run_import)

@@ -39,6 +39,7 @@ from keras_transformer.constants import SPECIAL_IDS
 from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.export.options import write_options
 from keras_transformer.inference.translator import Translator
+from keras_transformer.layers.activations import serialize_activation
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
 from keras_transformer.layers.relative import RELATIVE_MAX_DISTANCE
@@ -48,7 +49,13 @@ POSITIONS = 1024
 DECODE_FILE = "keras_transformer.json"
 SOURCE_TOKENIZER = "source_tokenizer"
 TARGET_TOKENIZER = "target_tokenizer"
-_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "tanh": "Tanh"}
+_ACTIVATIONS = {
+    "relu": "RELU",
+    "gelu": "GELU",
+    "gelu_sigmoid": "GELUSigmoid",
+    "silu": "SWISH",
+    "tanh": "Tanh",
+}
 
 
 def _ctranslate2():
@@ -98,7 +105,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
             "CTranslate2's Transformer adds a position table to the embeddings only; this "
             f"model adds it elsewhere (add_positions={model.add_positions!r})."
         )
-    activation = keras.activations.serialize(model.activation)
+    activation = serialize_activation(model.activation)
     if activation not in _ACTIVATIONS:
         raise ArgumentError(
             f"CTranslate2 has no activation {activation!r}; it has {sorted(_ACTIVATIONS)}."

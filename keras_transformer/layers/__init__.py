@@ -1,5 +1,6 @@
 """The Transformer's building blocks, each usable in any Keras model."""
 
+from keras_transformer.layers.activations import gelu_sigmoid
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.decoder import Decoder, DecoderLayer
 from keras_transformer.layers.dot_product import scaled_dot_product_attention
@@ -29,6 +30,7 @@ __all__ = [
     "MultiHeadAttention",
     "PositionalEmbedding",
     "PositionalEncoding",
+    "gelu_sigmoid",
     "large_negative",
     "look_ahead_mask",
     "merge_masks",

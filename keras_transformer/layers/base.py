@@ -7,6 +7,7 @@ import keras
 from keras import ops
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.layers.activations import get_activation, serialize_activation
 from keras_transformer.layers.attention import ATTENTION_POSITIONS, MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.positional_encoding import (
@@ -36,7 +37,7 @@ def arguments_of(obj, cls, exclude=()):
 def serialized_arguments(obj, cls, exclude=()):
     """`arguments_of`, with the activation serialized (a name or a registered callable)."""
     arguments = arguments_of(obj, cls, exclude)
-    arguments["activation"] = keras.activations.serialize(arguments["activation"])
+    arguments["activation"] = serialize_activation(arguments["activation"])
     return arguments
 
 
@@ -96,7 +97,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.positions = positions
         self.max_relative_position = max_relative_position
         self.feed_forward = FeedForward(
@@ -226,7 +227,7 @@ class TransformerStack(keras.layers.Layer):
         self.attention_dropout_rate = attention_dropout_rate
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.positional_encoding_layout = positional_encoding_layout
         self.positions = positions
         self.max_positions = max_positions

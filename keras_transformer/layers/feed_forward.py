@@ -4,6 +4,7 @@ from collections.abc import Callable
 
 import keras
 
+from keras_transformer.layers.activations import get_activation, serialize_activation
 from keras_transformer.layers.rows import over_rows
 from keras_transformer.validation import check_positive_int
 
@@ -48,7 +49,7 @@ class FeedForward(keras.layers.Layer):
         check_positive_int("dff", dff)
         self.d_model = d_model
         self.dff = dff
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.inner = keras.layers.Dense(
             dff,
@@ -80,7 +81,7 @@ class FeedForward(keras.layers.Layer):
         config = {
             "d_model": self.d_model,
             "dff": self.dff,
-            "activation": keras.activations.serialize(self.activation),
+            "activation": serialize_activation(self.activation),
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
         return {**super().get_config(), **config}

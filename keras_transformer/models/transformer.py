@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.layers.activations import get_activation
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.encoder import Encoder
@@ -42,7 +43,9 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             as in the paper.
         norm_first: pre-LN instead of post-LN (the paper). Defaults to False.
         layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
-        activation: activation of the feed-forward networks. Defaults to relu.
+        activation: activation of the feed-forward networks: a Keras name
+            (`"relu"`, `"gelu"`, `"silu"`, ...), `"gelu_sigmoid"` (Marian's GELU,
+            `layers.activations`) or a callable. Defaults to relu.
         positional_encoding_layout: `"interleaved"` (paper, default) or
             `"concatenated"` (TF tutorial).
         shared_embeddings: which weight matrices are one `(V, D)` matrix.
@@ -157,7 +160,7 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         self.attention_dropout_rate = attention_dropout_rate
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.activation = keras.activations.get(activation)
+        self.activation = get_activation(activation)
         self.positional_encoding_layout = positional_encoding_layout
         self.shared_embeddings = shared_embeddings
         self.num_encoder_layers = num_encoder_layers

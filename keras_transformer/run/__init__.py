@@ -18,7 +18,9 @@ from keras_transformer.run.data import corpus_split, training_and_validation_bat
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
-from keras_transformer.run.marian import import_marian, read_marian
+from keras_transformer.run.hugging_face import read_hugging_face
+from keras_transformer.run.marian import read_marian
+from keras_transformer.run.opus_mt import import_marian, read_opus_mt
 from keras_transformer.run.plots import plot_attention, plot_run
 from keras_transformer.run.train import build_model, compile_from_config, set_precision, train
 from keras_transformer.run.translators import (
@@ -46,7 +48,9 @@ __all__ = [
     "make_translator",
     "plot_attention",
     "plot_run",
+    "read_hugging_face",
     "read_marian",
+    "read_opus_mt",
     "score_pairs",
     "score_translations",
     "set_precision",

@@ -13,7 +13,7 @@
                            after `evaluate`
     shortlist.k{K}.f{F}.npz the lexical shortlist (`decode.shortlist`), counted on first use
     imported.json, imported.weights.h5
-                           a model imported from another toolkit (`run.marian`), and the
+                           a model imported from another toolkit (`run.opus_mt`), and the
                            weights that training it fine-tunes from
 
 `RunDirectory` is the only code that spells these names. What it loads is

@@ -7,27 +7,23 @@ An OPUS-MT directory holds
     *.vocab.yml            the vocabulary (one file for both sides in OPUS-MT)
     source.spm, target.spm the SentencePiece models of each side
 
-`import_marian` reads them, refuses what it cannot import exactly (naming the
-Marian option), and writes a run directory that `evaluate`, `translate`,
-`score`, `export` and `train` (fine-tuning) use as if it had been trained.
+`read_marian` reads them and refuses what the importer cannot reproduce
+exactly, naming the Marian option; `marian_transformer` builds the model with
+their weights. `opus_mt.import_marian` writes the run directory.
 """
 
-import json
 import os
-import shutil
 import zipfile
 from typing import NamedTuple
 
 import numpy as np
 import yaml
 
-from keras_transformer.config import default_config, save_config
-from keras_transformer.errors import ArgumentError, DamagedFileError, RunError
+from keras_transformer.errors import ArgumentError, DamagedFileError
 from keras_transformer.models import Transformer
-from keras_transformer.run.directory import RunDirectory
-from keras_transformer.text.marian_tokenizer import MarianTokenizer, read_vocabulary
+from keras_transformer.text.marian_tokenizer import read_vocabulary
 
-MARIAN_ACTIVATIONS = {"relu": "relu", "swish": "silu"}  # Marian's name -> Keras'
+MARIAN_ACTIVATIONS = {"relu": "relu", "swish": "silu", "gelu": "gelu_sigmoid"}  # -> the package's
 LAYER_NORM_EPSILON = 1e-6  # Marian's transformer layer norms
 NO_PROBABILITY = -1e4  # output bias of the rows Marian's vocabulary lacks: padding, start
 OPTIONS_KEY = "special:model.yml"
@@ -36,11 +32,14 @@ OPTIONS_KEY = "special:model.yml"
 class MarianModel(NamedTuple):
     """What an OPUS-MT directory holds, read and checked."""
 
-    options: dict  # Marian's options (`special:model.yml`)
-    weights: dict  # name -> np.ndarray
+    options: dict  # Marian's options (`special:model.yml`), or those a layout gives
+    weights: dict  # Marian's name -> np.ndarray
     vocabularies: tuple  # (source pieces, target pieces), in Marian's id order
     sentencepiece: tuple  # (source model bytes, target model bytes)
     files: dict  # the files read: "model", "vocabularies", "sentencepiece"
+    layout: str = "marian"  # "marian", or "hugging-face" (`hugging_face.py`)
+    activation: str = "silu"  # the feed-forward's, by its Keras name
+    layer_norm_epsilon: float = LAYER_NORM_EPSILON
 
 
 def read_marian(model_dir):
@@ -94,6 +93,7 @@ def read_marian(model_dir):
         vocabularies=tuple(read_vocabulary(path) for path in vocab_paths),
         sentencepiece=tuple(spm),
         files={"model": model_path, "vocabularies": vocab_paths, "sentencepiece": spm_paths},
+        activation=MARIAN_ACTIVATIONS[options.get("transformer-ffn-activation", "swish")],
     )
 
 
@@ -134,8 +134,8 @@ def _read_options(raw, path):
 def check_options(options, path):
     """An `ArgumentError` naming the first Marian option the importer does not support.
 
-    Supported: `--type transformer` with self-attention decoders, relu or
-    swish feed-forward networks of depth 2, sinusoidal positions, post-norm
+    Supported: `--type transformer` with self-attention decoders, relu, swish or
+    gelu feed-forward networks of depth 2, sinusoidal positions, post-norm
     (`--transformer-preprocess '' --transformer-postprocess dan`) or pre-norm
     (`n`, `da` and `--transformer-postprocess-top n`), and no layer norm on the
     embeddings.
@@ -230,8 +230,8 @@ def marian_transformer(marian):
         dropout_rate=float(options.get("transformer-dropout", 0.1)),
         attention_dropout_rate=float(options.get("transformer-dropout-attention", 0.0)),
         norm_first=options.get("transformer-preprocess", "") == "n",
-        layer_norm_epsilon=LAYER_NORM_EPSILON,
-        activation=MARIAN_ACTIVATIONS[options.get("transformer-ffn-activation", "swish")],
+        layer_norm_epsilon=marian.layer_norm_epsilon,
+        activation=marian.activation,
         positional_encoding_layout="concatenated",
         shared_embeddings="all" if shared else (None if separate_output else "output"),
         start_from_zero_embedding=True,
@@ -329,58 +329,3 @@ class _MarianWeights:
         kernel = np.concatenate([zero, kernel, zero], axis=1)
         self.put(model.final_layer.kernel, kernel, "decoder_ff_logit_out_W")
         self.put(model.final_layer.bias, bias, "decoder_ff_logit_out_b")
-
-
-def import_marian(model_dir, run_dir):
-    """Writes the OPUS-MT model in `model_dir` as the run directory `run_dir`.
-
-    The run holds the configuration (the `model` section from Marian's
-    options, the `tokenizer` section `type: marian`, the rest the defaults),
-    the tokenizers (`MarianTokenizer`s of `source.spm` and `target.spm` with
-    the vocabulary), `model.keras`, `imported.weights.h5` (the weights that
-    `train` fine-tunes from) and `imported.json` (what was read). Training
-    it (`train` with a config for the user's data) fine-tunes those weights.
-
-    Args:
-        model_dir: the OPUS-MT directory (see `read_marian`).
-        run_dir: a new run directory (or an empty one).
-
-    Returns:
-        The `RunDirectory`.
-
-    Raises:
-        RunError: if `run_dir` holds files already.
-
-    Examples:
-        ```python
-        import_marian("opus-mt-de-en", "runs/opus-de-en")
-        translator = make_translator("runs/opus-de-en", beam_size=4)
-        ```
-    """
-    run = RunDirectory(run_dir)
-    if os.path.isdir(run.path) and os.listdir(run.path):
-        raise RunError(f"{run.path} holds files already; import into a new --run-dir.")
-    marian = read_marian(model_dir)
-    model = marian_transformer(marian)
-    tokenizers = [
-        MarianTokenizer(proto, vocabulary)
-        for proto, vocabulary in zip(marian.sentencepiece, marian.vocabularies, strict=True)
-    ]
-    config = default_config()
-    model_config = model.get_config()
-    config["model"] = {key: model_config[key] for key in config["model"]}
-    config["tokenizer"].update(type=MarianTokenizer.type_name, shared=False)
-    config["tokenizer"]["vocab_size"] = tokenizers[0].vocab_size
-    os.makedirs(run.path, exist_ok=True)
-    try:
-        tokenizers[0].save(run.tokenizer_dir("source"))
-        tokenizers[1].save(run.tokenizer_dir("target"))
-        model.save(run.model_path("best"))
-        model.save_weights(run.imported_weights_path)
-        with open(run.imported_path, "w", encoding="utf-8") as f:
-            json.dump({"format": "marian", "files": marian.files, "options": marian.options}, f)
-        save_config(config, run.config_path)
-    except BaseException:
-        shutil.rmtree(run.path, ignore_errors=True)
-        raise
-    return run

@@ -1,0 +1,100 @@
+"""OPUS-MT models as run directories, from Marian's layout or Hugging Face's.
+
+`import_marian` reads a model directory in either layout (`marian.read_marian`
+for Marian's own, `hugging_face.read_hugging_face` for the Hub's copy), and
+writes a run directory that `evaluate`, `translate`, `score`, `export` and
+`train` (fine-tuning) use as if it had been trained.
+"""
+
+import json
+import os
+import shutil
+
+from keras_transformer.config import default_config, save_config
+from keras_transformer.errors import RunError
+from keras_transformer.run.directory import RunDirectory
+from keras_transformer.run.hugging_face import read_hugging_face
+from keras_transformer.run.marian import marian_transformer, read_marian
+from keras_transformer.text.marian_tokenizer import MarianTokenizer
+
+
+def read_opus_mt(model_dir):
+    """Reads the OPUS-MT model in `model_dir`: Marian's layout where it holds
+    `decoder.yml`, Hugging Face's where it holds `config.json`.
+
+    Args:
+        model_dir: the model's directory.
+
+    Returns:
+        A `MarianModel`.
+
+    Raises:
+        FileNotFoundError: if `model_dir` holds neither file, or misses another.
+    """
+    model_dir = os.fspath(model_dir)
+    if os.path.isfile(os.path.join(model_dir, "decoder.yml")):
+        return read_marian(model_dir)
+    if os.path.isfile(os.path.join(model_dir, "config.json")):
+        return read_hugging_face(model_dir)
+    raise FileNotFoundError(
+        f"{model_dir} holds neither decoder.yml (Marian's layout of an OPUS-MT model) nor "
+        "config.json (Hugging Face's)."
+    )
+
+
+def import_marian(model_dir, run_dir):
+    """Writes the OPUS-MT model in `model_dir` (Marian's layout or Hugging Face's,
+    see `read_opus_mt`) as the run directory `run_dir`.
+
+    The run holds the configuration (the `model` section from Marian's
+    options, the `tokenizer` section `type: marian`, the rest the defaults),
+    the tokenizers (`MarianTokenizer`s of `source.spm` and `target.spm` with
+    the vocabulary), `model.keras`, `imported.weights.h5` (the weights that
+    `train` fine-tunes from) and `imported.json` (what was read). Training
+    it (`train` with a config for the user's data) fine-tunes those weights.
+
+    Args:
+        model_dir: the OPUS-MT directory (see `read_marian`).
+        run_dir: a new run directory (or an empty one).
+
+    Returns:
+        The `RunDirectory`.
+
+    Raises:
+        RunError: if `run_dir` holds files already.
+
+    Examples:
+        ```python
+        import_marian("opus-mt-de-en", "runs/opus-de-en")
+        translator = make_translator("runs/opus-de-en", beam_size=4)
+        ```
+    """
+    run = RunDirectory(run_dir)
+    if os.path.isdir(run.path) and os.listdir(run.path):
+        raise RunError(f"{run.path} holds files already; import into a new --run-dir.")
+    marian = read_opus_mt(model_dir)
+    model = marian_transformer(marian)
+    tokenizers = [
+        MarianTokenizer(proto, vocabulary)
+        for proto, vocabulary in zip(marian.sentencepiece, marian.vocabularies, strict=True)
+    ]
+    config = default_config()
+    model_config = model.get_config()
+    config["model"] = {key: model_config[key] for key in config["model"]}
+    config["tokenizer"].update(type=MarianTokenizer.type_name, shared=False)
+    config["tokenizer"]["vocab_size"] = tokenizers[0].vocab_size
+    os.makedirs(run.path, exist_ok=True)
+    try:
+        tokenizers[0].save(run.tokenizer_dir("source"))
+        tokenizers[1].save(run.tokenizer_dir("target"))
+        model.save(run.model_path("best"))
+        model.save_weights(run.imported_weights_path)
+        with open(run.imported_path, "w", encoding="utf-8") as f:
+            json.dump(
+                {"format": marian.layout, "files": marian.files, "options": marian.options}, f
+            )
+        save_config(config, run.config_path)
+    except BaseException:
+        shutil.rmtree(run.path, ignore_errors=True)
+        raise
+    return run
