@@ -62,7 +62,7 @@ def _reads_back(piece):
         return False
 
 
-def marian_options(pre_norm, activation, tying, depths, d_model, heads, dff):
+def marian_options(pre_norm, activation, tying, depths, d_model, heads, dff, max_length=None):
     return {
         "type": "transformer",
         "dim-emb": d_model,
@@ -79,7 +79,8 @@ def marian_options(pre_norm, activation, tying, depths, d_model, heads, dff):
         "transformer-decoder-autoreg": "self-attention",
         "transformer-no-projection": False,
         "transformer-guided-alignment-layer": "last",
-        "transformer-train-position-embeddings": False,
+        "transformer-train-position-embeddings": max_length is not None,
+        "max-length": max_length or 100,
         "transformer-tied-layers": [],
         "transformer-dropout": 0.1,
         "tied-embeddings-all": tying == "all",
@@ -130,6 +131,8 @@ def marian_weights(options, vocab_size, tying, seed, eos_bias=4.0):
             norm(f"{scope}_top", suffix="")
     if tying is None:
         weights["decoder_ff_logit_out_W"] = normal(d, vocab_size, scale=0.5)
+    if options["transformer-train-position-embeddings"]:
+        weights["Wpos"] = normal(options["max-length"], d, scale=0.5)
     bias = normal(1, vocab_size, scale=0.5)
     bias[0, 0] += eos_bias  # </s>
     weights["decoder_ff_logit_out_b"] = bias
@@ -146,6 +149,7 @@ def write_opus_mt(
     vocab_size=None,
     corpus=None,
     eos_bias=4.0,
+    trained_positions=None,
 ):
     """Writes an OPUS-MT-shaped model directory and returns its path.
 
@@ -163,6 +167,9 @@ def write_opus_mt(
             trained on; 600 pairs of the numbers corpus by default, with 70 pieces each.
         eos_bias: added to the output bias of EOS: 4 ends outputs after a few tokens; a
             very negative one makes every output run to the search's longest.
+        trained_positions: rows of a trained position table (`Wpos`, Marian's
+            `--transformer-train-position-embeddings` with `--max-length`); None for
+            the sinusoidal one.
     """
     os.makedirs(directory, exist_ok=True)
     pieces_each = 70 if corpus is None else 8000
@@ -181,7 +188,7 @@ def write_opus_mt(
             f.write(model)
     with open(os.path.join(directory, "opus.vocab.yml"), "w", encoding="utf-8") as f:
         f.write(vocabulary_lines(pieces))
-    options = marian_options(pre_norm, activation, tying, *sizes)
+    options = marian_options(pre_norm, activation, tying, *sizes, max_length=trained_positions)
     weights = marian_weights(options, len(pieces), tying, seed, eos_bias)
     text = yaml.safe_dump(options).encode("utf-8") + b"\0"
     weights["special:model.yml"] = np.frombuffer(text, dtype=np.int8)
@@ -366,7 +373,10 @@ def marian_log_probs(options, weights, source_ids, target_ids, epsilon=1e-6, act
 
         return apply
 
-    x = source_table[source_ids] * np.sqrt(d) + _sinusoids(len(source_ids), d)
+    def positions(length):
+        return weights["Wpos"][:length] if "Wpos" in weights else _sinusoids(length, d)
+
+    x = source_table[source_ids] * np.sqrt(d) + positions(len(source_ids))
     for layer in range(1, options["enc-depth"] + 1):
         p = f"encoder_l{layer}"
         x = _sublayer(
@@ -382,7 +392,7 @@ def marian_log_probs(options, weights, source_ids, target_ids, epsilon=1e-6, act
 
     embedded = target_table[target_ids] * np.sqrt(d)
     y = np.concatenate([np.zeros((1, d)), embedded])  # the zero start, then y_1..y_T
-    y = y + _sinusoids(len(y), d)
+    y = y + positions(len(y))
     for layer in range(1, options["dec-depth"] + 1):
         p = f"decoder_l{layer}"
         y = _sublayer(

@@ -94,20 +94,24 @@ def test_a_marian_vocabulary_reads_as_ctranslate2_reads_it(imported, tmp_path):
             read_vocabulary(bad)
 
 
-@pytest.mark.parametrize("name", CONFIGURATIONS)
-def test_an_imported_model_gives_marians_probabilities(imported, name):
-    model_dir, run_dir = imported[name]
-    marian = read_marian(model_dir)
+def assert_marians_probabilities(run_dir, options, weights, pairs=6, **reference):
+    """The imported run's log-probabilities of the first `pairs` validation pairs equal
+    `marian_log_probs` of `options` and `weights` (with `reference`'s epsilon and
+    activation) to 2e-5, and padding and the start piece get none; returns them, in
+    the package's ids, as (source ids, target ids, log-probabilities of each target id
+    then EOS)."""
     _, model, source, target = kt.run.load_run(run_dir)
-    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:6]
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:pairs]
+    scored = []
     for sentence, translation in zip(corpus.sources, corpus.targets, strict=True):
         source_ids = source.tokenize(tf.constant([sentence]))[0].numpy().tolist()
         target_ids = target.tokenize(tf.constant([translation]))[0].numpy().tolist()
         expected = marian_log_probs(
-            marian.options,
-            marian.weights,
+            options,
+            weights,
             np.array([i - 1 for i in source_ids] + [0]),  # the package numbers from 1
             np.array([i - 1 for i in target_ids]),
+            **reference,
         )  # (T + 1, V)
         logits = model(
             (np.array([source_ids + [source.eos_id]]), np.array([[target.bos_id] + target_ids]))
@@ -115,6 +119,39 @@ def test_an_imported_model_gives_marians_probabilities(imported, name):
         log_probs = tf.nn.log_softmax(logits)[0].numpy()  # (T + 1, V + 2)
         np.testing.assert_allclose(log_probs[:, 1:-1], expected, atol=2e-5)
         assert np.exp(log_probs[:, [0, -1]]).max() < 1e-30  # padding and the start piece
+        picked = log_probs[np.arange(len(target_ids) + 1), target_ids + [target.eos_id]]
+        scored.append((source_ids, target_ids, picked))
+    return scored
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_an_imported_model_gives_marians_probabilities(imported, name):
+    model_dir, run_dir = imported[name]
+    marian = read_marian(model_dir)
+    assert_marians_probabilities(run_dir, marian.options, marian.weights)
+
+
+def test_trained_positions_import_as_a_learned_table(tmp_path):
+    """Marian's `Wpos` (--transformer-train-position-embeddings) added at positions 0, 1, ...
+    of each stack, the decoder's zero start at 0: the NumPy forward pass, and CTranslate2's
+    own conversion of the directory scoring every token as the import does. (That
+    conversion's translate_batch disagrees with its own score_batch on such a model, so its
+    searches are no referee here.)"""
+    model_dir = write_opus_mt(
+        tmp_path / "m", pre_norm=True, activation="swish", tying=None, trained_positions=40
+    )
+    run_dir = import_marian(model_dir, tmp_path / "run").path
+    config = json.load(open(os.path.join(run_dir, "config.json")))["model"]
+    assert (config["positions"], config["max_positions"]) == ("learned", 40)
+    marian = read_marian(model_dir)
+    scored = assert_marians_probabilities(run_dir, marian.options, marian.weights, pairs=4)
+    OpusMTConverter(str(model_dir)).convert(str(tmp_path / "ct2"))
+    reference = ctranslate2.Translator(str(tmp_path / "ct2"))
+    _, _, source, target = kt.run.load_run(run_dir)
+    for source_ids, target_ids, ours in scored:
+        pieces = [source.pieces[i] for i in source_ids]
+        result = reference.score_batch([pieces], [[target.pieces[i] for i in target_ids]])[0]
+        np.testing.assert_allclose(result.log_probs, ours, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", HUGGING_FACE)
@@ -126,24 +163,10 @@ def test_a_hugging_face_copy_gives_the_probabilities_of_its_network(hugging_face
     marian = read_marian(model_dir)
     dtype = "float16" if layout.get("float16") else "float32"
     weights = {k: v.astype(dtype).astype("float32") for k, v in marian.weights.items()}
-    _, model, source, target = kt.run.load_run(import_marian(hf_dir, tmp_path / "run").path)
-    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:4]
-    for sentence, translation in zip(corpus.sources, corpus.targets, strict=True):
-        source_ids = source.tokenize(tf.constant([sentence]))[0].numpy().tolist()
-        target_ids = target.tokenize(tf.constant([translation]))[0].numpy().tolist()
-        expected = marian_log_probs(
-            marian.options,
-            weights,
-            np.array([i - 1 for i in source_ids] + [0]),
-            np.array([i - 1 for i in target_ids]),
-            epsilon=1e-5,
-            activation=activation,
-        )
-        logits = model(
-            (np.array([source_ids + [source.eos_id]]), np.array([[target.bos_id] + target_ids]))
-        )
-        log_probs = tf.nn.log_softmax(logits)[0].numpy()
-        np.testing.assert_allclose(log_probs[:, 1:-1], expected, atol=2e-5)
+    run_dir = import_marian(hf_dir, tmp_path / "run").path
+    assert_marians_probabilities(
+        run_dir, marian.options, weights, pairs=4, epsilon=1e-5, activation=activation
+    )
 
 
 def test_a_hugging_face_copy_imports_and_translates_from_the_command_line(

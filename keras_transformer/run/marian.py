@@ -135,7 +135,7 @@ def check_options(options, path):
     """An `ArgumentError` naming the first Marian option the importer does not support.
 
     Supported: `--type transformer` with self-attention decoders, relu, swish or
-    gelu feed-forward networks of depth 2, sinusoidal positions, post-norm
+    gelu feed-forward networks of depth 2, sinusoidal or trained positions, post-norm
     (`--transformer-preprocess '' --transformer-postprocess dan`) or pre-norm
     (`n`, `da` and `--transformer-postprocess-top n`), and no layer norm on the
     embeddings.
@@ -180,10 +180,6 @@ def check_options(options, path):
             f"--transformer-postprocess-emb {options.get('transformer-postprocess-emb')} "
             "(a layer norm on the embeddings)",
         ),
-        (
-            options.get("transformer-train-position-embeddings", False),
-            "--transformer-train-position-embeddings",
-        ),
         (bool(options.get("transformer-tied-layers")), "--transformer-tied-layers"),
         (options.get("right-left", False), "--right-left"),
         (
@@ -219,6 +215,7 @@ def marian_transformer(marian):
             f"{marian.files['model']}: the Marian option --tied-embeddings-src (one source "
             "and target embedding, a separate output matrix) is not supported."
         )
+    positions = weights.get("Wpos")  # (max-length, D) with --transformer-train-position-embeddings
     model = Transformer(
         num_layers=options["enc-depth"],
         num_decoder_layers=options["dec-depth"],
@@ -233,6 +230,8 @@ def marian_transformer(marian):
         layer_norm_epsilon=marian.layer_norm_epsilon,
         activation=marian.activation,
         positional_encoding_layout="concatenated",
+        positions="sinusoidal" if positions is None else "learned",
+        max_positions=None if positions is None else len(positions),
         shared_embeddings="all" if shared else (None if separate_output else "output"),
         start_from_zero_embedding=True,
     )
@@ -274,6 +273,10 @@ class _MarianWeights:
         else:
             self.embedding(encoder.embedding, "encoder_Wemb")
             self.embedding(decoder.embedding, "decoder_Wemb")
+        if model.positions == "learned":  # one Marian table, Wpos, for both stacks
+            table = self.take("Wpos")
+            for stack in (encoder, decoder):
+                self.put(stack.embedding.position_encoding.embeddings, table, "Wpos")
         for stack, scope in ((encoder, "encoder"), (decoder, "decoder")):
             if stack.final_norm is not None:
                 self.norm(stack.final_norm, f"{scope}_top")
