@@ -1,6 +1,7 @@
 """One sentence at a time on every engine: the package's `Translator`, LiteRT, the
-SavedModel and CTranslate2 int8; size, latency, agreement, BLEU, and the wall
-time of a first translation from the command line.
+SavedModel and CTranslate2 int8 (with its default threads, and with one);
+size, latency, agreement, BLEU, and the wall time of a first translation from
+the command line.
 
 Exports a trained run as LiteRT float32, float16 and dynamic int8
 (`export_litert`), as the default SavedModel (no XLA, as stock TF Serving runs
@@ -81,11 +82,12 @@ def engines(translator, directory):
         print("ctranslate2 is not installed (pip install -e '.[bench]'): its row is left out")
         return made, paths
     ct2_dir = export_ctranslate2(translator, os.path.join(directory, "ct2"), quantization="int8")
-    ct2 = CTranslate2Translator(ct2_dir, compute_type="int8")
-    made["ctranslate2_int8"] = (
-        lambda s: ct2([s])[0],
-        directory_size(os.path.join(ct2_dir, "model.bin")),
-    )
+    for name, threads in (("ctranslate2_int8", 0), ("ctranslate2_int8_one_thread", 1)):
+        ct2 = CTranslate2Translator(ct2_dir, compute_type="int8", intra_threads=threads)
+        made[name] = (
+            lambda s, ct2=ct2: ct2([s])[0],
+            directory_size(os.path.join(ct2_dir, "model.bin")),
+        )
     return made, paths
 
 
