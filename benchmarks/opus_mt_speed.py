@@ -7,7 +7,8 @@ times `import_marian`, then translates the same sentences with
 
 - the imported run's `Translator`, with XLA (its default) and without, greedy and beam 4;
 - CTranslate2 on the same directory converted by its own `OpusMTConverter`, float32 and
-  int8, greedy and beam 4;
+  int8, greedy and beam 4, with `--ct2-threads` intra-op threads (2 by default: float32 is
+  faster with two on a 2-core VM, int8 with one);
 - the imported run's default SavedModel (what stock TF Serving runs) and LiteRT float32
   export, each at beam 4, one sentence a call;
 
@@ -16,7 +17,8 @@ float32's, a batch's sentences per second, and the files' sizes. EOS gets a very
 output bias, so every engine writes `--max-length` pieces for every sentence (checked for
 the `Translator` and CTranslate2 float32).
 
-    MULTI30K_DIR=../shared/data/multi30k python benchmarks/opus_mt_speed.py [--sentences 40]
+    MULTI30K_DIR=../shared/data/multi30k python benchmarks/opus_mt_speed.py [--sentences 40] \
+        [--ct2-threads 2]
 
 The last line is JSON.
 """
@@ -87,6 +89,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=40)
     parser.add_argument("--max-length", type=int, default=32)
+    parser.add_argument("--ct2-threads", type=int, default=2, help="CTranslate2 intra_threads")
     args = parser.parse_args()
     import ctranslate2
     from ctranslate2.converters import OpusMTConverter
@@ -134,7 +137,7 @@ def main():
         converted = os.path.join(work, f"ct2_{compute_type}")
         OpusMTConverter(model_dir).convert(converted, quantization=compute_type)
         results[f"ct2_{compute_type}_bytes"] = directory_size(converted)
-        engine = ctranslate2.Translator(converted, intra_threads=2)
+        engine = ctranslate2.Translator(converted, intra_threads=args.ct2_threads)
         if compute_type == "float32":
             hypotheses = engine.translate_batch(source_pieces, max_decoding_length=args.max_length)
             assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
