@@ -24,7 +24,7 @@ import numpy as np
 
 from keras_transformer.errors import ArgumentError, DamagedFileError, MissingDependencyError
 from keras_transformer.layers.positional_encoding import positional_encoding
-from keras_transformer.run.marian import MarianModel
+from keras_transformer.run.marian import MarianModel, existing_file
 
 ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}  # -> Keras'
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's, which Hugging Face's Marian uses
@@ -111,12 +111,7 @@ def read_hugging_face(model_dir):
 
 
 def _existing(directory, name):
-    path = os.path.join(directory, name)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"{path} is missing: an OPUS-MT model in Hugging Face's layout holds it."
-        )
-    return path
+    return existing_file(directory, name, "an OPUS-MT model in Hugging Face's layout")
 
 
 def _read_json(path, kind):

@@ -58,7 +58,7 @@ def read_marian(model_dir):
         ArgumentError: on a Marian option the importer does not support.
     """
     model_dir = os.fspath(model_dir)
-    decoder_path = _existing(model_dir, "decoder.yml")
+    decoder_path = existing_file(model_dir, "decoder.yml")
     try:
         with open(decoder_path, encoding="utf-8") as f:
             decoder = yaml.safe_load(f)
@@ -71,9 +71,9 @@ def read_marian(model_dir):
         ) from None
     if len(vocab_names) != 2:
         raise ArgumentError(f"{decoder_path} names {len(vocab_names)} vocabularies; expected 2.")
-    model_path = _existing(model_dir, model_name)
-    vocab_paths = [_existing(model_dir, name) for name in vocab_names]
-    spm_paths = [_existing(model_dir, name) for name in ("source.spm", "target.spm")]
+    model_path = existing_file(model_dir, model_name)
+    vocab_paths = [existing_file(model_dir, name) for name in vocab_names]
+    spm_paths = [existing_file(model_dir, name) for name in ("source.spm", "target.spm")]
     for path in vocab_paths:
         if not path.endswith((".yml", ".yaml")):
             raise ArgumentError(
@@ -97,10 +97,12 @@ def read_marian(model_dir):
     )
 
 
-def _existing(directory, name):
+def existing_file(directory, name, holder="an OPUS-MT model directory"):
+    """The path of the file `name` in `directory`; a missing one is named, with what
+    `holder` it belongs in."""
     path = os.path.join(directory, name)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} is missing: an OPUS-MT model directory holds it.")
+        raise FileNotFoundError(f"{path} is missing: {holder} holds it.")
     return path
 
 
