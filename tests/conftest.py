@@ -51,13 +51,13 @@ def multi30k_dir(multi30k_path):
     return multi30k_path
 
 
-@pytest.fixture(scope="session")
-def tiny_translation(tmp_path_factory):
-    """A small English-to-German numbers model, trained briefly and saved.
+def train_tiny_translation(directory, shared=True):
+    """Trains a small English-to-German numbers model briefly and saves it in `directory`.
 
-    Returns the directory holding `model.keras` and `tokenizer/`. Tests load
-    their own copies (`load_tiny_translation`), since each test ends with
-    `keras.backend.clear_session()`, which frees the tokenizers' resources.
+    With `shared`, one SentencePiece vocabulary serves both sides (`tokenizer/`);
+    otherwise each side has its own, trained on its own language and of another
+    size (`source_tokenizer/`, 100 pieces, and `target_tokenizer/`, 120), so that
+    an id read with the wrong side's model is a different piece.
     """
     import keras_transformer as kt
     from keras_transformer.datasets import numbers_corpus
@@ -65,20 +65,47 @@ def tiny_translation(tmp_path_factory):
 
     keras.utils.set_random_seed(0)
     corpus = numbers_corpus("train")[:3000]
-    tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=120)
-    batches = make_batches(corpus, tokenizer, tokenizer, tokens_per_batch=2048, seed=0)
-    vocab = tokenizer.vocab_size
-    model = kt.Transformer(2, 64, 4, 128, vocab, vocab)
+    if shared:
+        source = target = SentencePieceTokenizer.train(
+            corpus.sources + corpus.targets, vocab_size=120
+        )
+    else:
+        source = SentencePieceTokenizer.train(corpus.sources, vocab_size=100)
+        target = SentencePieceTokenizer.train(corpus.targets, vocab_size=120)
+    batches = make_batches(corpus, source, target, tokens_per_batch=2048, seed=0)
+    model = kt.Transformer(2, 64, 4, 128, source.vocab_size, target.vocab_size)
     model.compile(
         optimizer=kt.transformer_optimizer(64, warmup_steps=200),
         loss=kt.MaskedSparseCategoricalCrossentropy(),
     )
     model.fit(batches.dataset, epochs=5, verbose=0, shuffle=False)  # the pipeline shuffles
-    directory = tmp_path_factory.mktemp("tiny_translation")
     model.save(directory / "model.keras")
-    tokenizer.save(str(directory / "tokenizer"))
+    if shared:
+        source.save(str(directory / "tokenizer"))
+    else:
+        source.save(str(directory / "source_tokenizer"))
+        target.save(str(directory / "target_tokenizer"))
     keras.backend.clear_session()
     return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_translation(tmp_path_factory):
+    """A small English-to-German numbers model with one shared vocabulary, trained briefly.
+
+    Returns the directory holding `model.keras` and `tokenizer/`. Tests load
+    their own copies (`load_tiny_translation`), since each test ends with
+    `keras.backend.clear_session()`, which frees the tokenizers' resources.
+    """
+    return train_tiny_translation(tmp_path_factory.mktemp("tiny_translation"))
+
+
+@pytest.fixture(scope="session")
+def tiny_two_vocabularies(tmp_path_factory):
+    """The `tiny_translation` model trained with a vocabulary for each side (see
+    `train_tiny_translation`); `tiny_translator` loads it."""
+    directory = tmp_path_factory.mktemp("tiny_two_vocabularies")
+    return train_tiny_translation(directory, shared=False)
 
 
 def load_tiny_translation(directory):
@@ -87,6 +114,20 @@ def load_tiny_translation(directory):
 
     model = keras.models.load_model(directory / "model.keras")
     return model, load_tokenizer(str(directory / "tokenizer"))
+
+
+def tiny_translator(directory, **options):
+    """A `Translator` of a `train_tiny_translation` directory of either layout."""
+    import keras_transformer as kt
+    from keras_transformer.text import load_tokenizer
+
+    model = keras.models.load_model(directory / "model.keras")
+    if (directory / "tokenizer").is_dir():
+        source = target = load_tokenizer(str(directory / "tokenizer"))
+    else:
+        source = load_tokenizer(str(directory / "source_tokenizer"))
+        target = load_tokenizer(str(directory / "target_tokenizer"))
+    return kt.Translator(model, source, target, **options)
 
 
 def renumbered(model, tokenizer, swaps):

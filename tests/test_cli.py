@@ -17,10 +17,13 @@ from keras_transformer.cli import main
 
 pytestmark = pytest.mark.xdist_group("cli_run")
 
+# A vocabulary per side (the README's main job, which CI runs too, shares one), so that
+# every command and runtime below reads each side with its own SentencePiece model.
 TINY = [
     "data.train_limit=300",
     "data.tokens_per_batch=1024",
     "tokenizer.vocab_size=120",
+    "tokenizer.shared=false",
     "model.num_layers=1",
     "model.d_model=32",
     "model.num_heads=2",
@@ -83,7 +86,8 @@ def stdin_of(data):
 def test_train_writes_the_run_directory(run, capsys):
     for name in ["config.json", "model.keras", "trained.json", "metrics.csv"]:
         assert (run / name).is_file(), name
-    assert (run / "tokenizers" / "source" / "sentencepiece.model").is_file()
+    for side in ["source", "target"]:
+        assert (run / "tokenizers" / side / "sentencepiece.model").is_file(), side
     assert sorted(os.listdir(run / "checkpoints")) == [
         "epoch-002.weights.h5",
         "epoch-003.weights.h5",
@@ -293,12 +297,13 @@ def test_score_prints_the_teacher_forced_log_probability(run, tmp_path, capsys):
 
     # The reference: the masked cross-entropy of the same pairs (padding and BOS
     # blocked as in the searches) times the number of target tokens.
-    _, model, tokenizer, _ = runs.load_run(run)
+    _, model, source_tokenizer, tokenizer = runs.load_run(run)
+    assert source_tokenizer.model_proto != tokenizer.model_proto  # a vocabulary per side
     loss = kt.MaskedSparseCategoricalCrossentropy(label_smoothing=0.0, reduction="sum")
     for (log_prob, tokens, per_token), source, target in zip(
         printed, sources, targets, strict=True
     ):
-        source_ids = tokenizer.tokenize([source]).to_list()[0] + [tokenizer.eos_id]
+        source_ids = source_tokenizer.tokenize([source]).to_list()[0] + [source_tokenizer.eos_id]
         target_ids = tokenizer.tokenize([target]).to_list()[0]
         target_in = np.array([[tokenizer.bos_id] + target_ids])
         target_out = np.array([target_ids + [tokenizer.eos_id]])
@@ -566,6 +571,7 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
     for name, value in {**chosen, **with_a_table}.items():
         assert value != DEFAULTS["model"][name], name
     overrides = [f"model.{k}={str(v).lower()}" for k, v in chosen.items()]
+    overrides.append("tokenizer.shared=true")  # shared_embeddings "all" needs one vocabulary
     run_dir = tmp_path / "run"
     assert tiny_train(run_dir, "train.epochs=1", "data.train_limit=64", *overrides) == 0
     config = keras.models.load_model(run_dir / "model.keras").get_config()
@@ -617,6 +623,7 @@ def test_train_streams_a_sharded_corpus_and_samples_its_tokenizer_text(tmp_path,
     train_tokenizer = directory.train_tokenizer
     monkeypatch.setattr(directory, "train_tokenizer", recording_train_tokenizer)
     overrides = ["data.corpus=files", f"data.directory={data}", "tokenizer.sample_size=250"]
+    overrides.append("tokenizer.shared=true")  # one vocabulary, trained on both sides' text
     assert tiny_train(tmp_path / "run", *overrides, "train.epochs=1") == 0
     assert len(trained_on) == 1 and len(trained_on[0]) == 250  # of 600 sentences
     assert set(trained_on[0]) <= set(train.sources + train.targets)

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from conftest import load_tiny_translation, saved_functions, saved_model_ops, tf_serving_ops
 from markdown import block_after
+from serving import session_serving_default
 
 from keras_transformer.export import export_translator
 from keras_transformer.export.saved_model import WARMUP_FILE
@@ -114,6 +115,9 @@ def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(
     assert [bytes.fromhex(o) for o in loaded["outputs"]] == list(expected)
     assert expected[1] == expected[2] == b""  # empty and whitespace-only inputs
     assert loaded["ids_shape"] == [1, 40]
+    texts = [s for s in MIXED if isinstance(s, str)]  # as TF Serving loads it, too
+    served = session_serving_default(path, texts)
+    assert served == [t.decode() for t in translator(tf.constant(texts)).numpy()]
 
 
 def test_token_id_export_loads_without_tensorflow_text(translator, tmp_path):

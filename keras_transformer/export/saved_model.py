@@ -139,8 +139,12 @@ def export_translator(
     # (Keras would add a signature of its own) nor the functions: each signature is traced
     # once, here, and stored once; a function attached to the object would be traced again
     # inside `tf.saved_model.save` and stored twice, doubling the time to save and to load.
+    # TF Serving (C++'s `LoadSavedModel`, and TensorFlow 1's loader) restores variables
+    # through the MetaGraph's saver, which finds a Keras 3 variable only by the
+    # `tf.Variable` that backs it: tracking the Keras variables themselves loads in
+    # `tf.saved_model.load` but fails in a server with "Could not find variable".
     root = tf.Module()
-    root.model_variables = list(translator.model.variables)
+    root.model_variables = [variable.value for variable in translator.model.variables]
 
     @tf.function(
         input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False

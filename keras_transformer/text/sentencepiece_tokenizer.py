@@ -1,6 +1,7 @@
 """SentencePiece subwords, trained with `sentencepiece`, applied with tensorflow-text."""
 
 import copy
+import hashlib
 import io
 
 import sentencepiece
@@ -47,7 +48,21 @@ class SentencePieceModel(Tokenizer):
         return list(self._pieces)
 
     def _make_model(self):
-        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+        """The TensorFlow Text tokenizer of `model_proto`, its op named after the model.
+
+        TensorFlow Text keeps the model in a resource private to the kernel
+        of its `SentencepieceOp`, and a SavedModel restores that op inside a
+        function whose node is named by the tokenizer's `name`. TensorFlow's
+        function runtime shares one kernel between nodes of the same name, so
+        with the default name the source and target models of a loaded
+        SavedModel would both run the model restored first. A name taken from
+        the model's digest keeps two models apart, and one model on one
+        resource.
+        """
+        digest = hashlib.sha256(self.model_proto).hexdigest()[:16]
+        return tf_text.SentencepieceTokenizer(
+            model=self.model_proto, out_type=tf.int32, name=f"sentencepiece_{digest}"
+        )
 
     def _to_ids(self, ids):
         """This tokenizer's ids of SentencePiece's ids, ragged `(B, None)`."""
