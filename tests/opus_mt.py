@@ -91,7 +91,8 @@ def marian_options(pre_norm, activation, tying, depths, d_model, heads, dff, max
 
 def marian_weights(options, vocab_size, tying, seed, eos_bias=4.0):
     """Random weights under Marian's names; layer norms near 1, and `eos_bias` added to
-    EOS's output bias (4: outputs end after a few tokens; very negative: never)."""
+    EOS's output bias (4: outputs end after a few tokens; very negative: never).
+    `vocab_size` is one size for both sides or a `(source, target)` pair."""
     rng = np.random.default_rng(seed)
     d, dff = options["dim-emb"], options["transformer-dim-ffn"]
     pre = "_pre" if options["transformer-preprocess"] == "n" else ""
@@ -111,10 +112,11 @@ def marian_weights(options, vocab_size, tying, seed, eos_bias=4.0):
             weights[f"{prefix}_b{letter}"] = normal(1, d, scale=0.1)
         norm(f"{prefix}_Wo")
 
+    source_size, vocab_size = vocab_size if isinstance(vocab_size, tuple) else (vocab_size,) * 2
     if tying == "all":
         weights["Wemb"] = normal(vocab_size, d, scale=0.5)
     else:
-        weights["encoder_Wemb"] = normal(vocab_size, d, scale=0.5)
+        weights["encoder_Wemb"] = normal(source_size, d, scale=0.5)
         weights["decoder_Wemb"] = normal(vocab_size, d, scale=0.5)
     for scope, depth in (("encoder", options["enc-depth"]), ("decoder", options["dec-depth"])):
         for layer in range(1, depth + 1):
@@ -139,6 +141,19 @@ def marian_weights(options, vocab_size, tying, seed, eos_bias=4.0):
     return weights
 
 
+def marian_vocabulary(models, size=None):
+    """Marian's vocabulary of SentencePiece models: `</s>`, `<unk>`, then each model's
+    pieces once, filled up to `size` with pieces no text spells."""
+    pieces = ["</s>", "<unk>"]
+    for model in models:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=model)
+        for i in range(processor.get_piece_size()):
+            piece = processor.id_to_piece(i)
+            if not (processor.is_control(i) or processor.is_unknown(i)) and piece not in pieces:
+                pieces.append(piece)
+    return pieces + [f"<filler_{i}>" for i in range(len(pieces), size or 0)]
+
+
 def write_opus_mt(
     directory,
     pre_norm=False,
@@ -150,6 +165,7 @@ def write_opus_mt(
     corpus=None,
     eos_bias=4.0,
     trained_positions=None,
+    separate_vocabularies=False,
 ):
     """Writes an OPUS-MT-shaped model directory and returns its path.
 
@@ -170,32 +186,36 @@ def write_opus_mt(
         trained_positions: rows of a trained position table (`Wpos`, Marian's
             `--transformer-train-position-embeddings` with `--max-length`); None for
             the sinusoidal one.
+        separate_vocabularies: a Marian vocabulary per side, each of its SentencePiece
+            model's pieces (`opus.src.vocab.yml`, `opus.trg.vocab.yml`), instead of one
+            for both; needs `tying` None.
     """
     os.makedirs(directory, exist_ok=True)
     pieces_each = 70 if corpus is None else 8000
     corpus = corpus or numbers_corpus("train", source_lang="de", target_lang="en")[:600]
     models = [sentencepiece_model(texts, pieces_each) for texts in (corpus.sources, corpus.targets)]
-    pieces = ["</s>", "<unk>"]
-    for model in models:
-        processor = sentencepiece.SentencePieceProcessor(model_proto=model)
-        for i in range(processor.get_piece_size()):
-            piece = processor.id_to_piece(i)
-            if not (processor.is_control(i) or processor.is_unknown(i)) and piece not in pieces:
-                pieces.append(piece)
-    pieces += [f"<filler_{i}>" for i in range(len(pieces), vocab_size or 0)]
+    assert not (separate_vocabularies and tying), "separate vocabularies need three matrices"
+    if separate_vocabularies:
+        vocabularies = [marian_vocabulary([model], vocab_size) for model in models]
+    else:
+        vocabularies = [marian_vocabulary(models, vocab_size)]
     for name, model in zip(("source.spm", "target.spm"), models, strict=True):
         with open(os.path.join(directory, name), "wb") as f:
             f.write(model)
-    with open(os.path.join(directory, "opus.vocab.yml"), "w", encoding="utf-8") as f:
-        f.write(vocabulary_lines(pieces))
+    names = ["opus.src.vocab.yml", "opus.trg.vocab.yml"] if separate_vocabularies else []
+    for name, pieces in zip(names or ["opus.vocab.yml"], vocabularies, strict=True):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            f.write(vocabulary_lines(pieces))
     options = marian_options(pre_norm, activation, tying, *sizes, max_length=trained_positions)
-    weights = marian_weights(options, len(pieces), tying, seed, eos_bias)
+    sizes_of = tuple(len(pieces) for pieces in vocabularies)
+    sizes_of = sizes_of if separate_vocabularies else sizes_of[0]
+    weights = marian_weights(options, sizes_of, tying, seed, eos_bias)
     text = yaml.safe_dump(options).encode("utf-8") + b"\0"
     weights["special:model.yml"] = np.frombuffer(text, dtype=np.int8)
     np.savez(os.path.join(directory, "opus.model.npz"), **weights)
     decoder = {
         "models": ["opus.model.npz"],
-        "vocabs": ["opus.vocab.yml", "opus.vocab.yml"],
+        "vocabs": names or ["opus.vocab.yml", "opus.vocab.yml"],
         "beam-size": 4,
         "normalize": 0.6,
         "relative-paths": True,

@@ -179,25 +179,35 @@ def test_ctranslate2_translates_as_the_translator_does(tiny_two_vocabularies, tm
 
 @pytest.fixture(scope="module")
 def imported_runs(tmp_path_factory):
-    """OPUS-MT runs with a SentencePiece model per side: Marian's layout with three
-    matrices, and Hugging Face's untied layout (`vocab.json` and `target_vocab.json`)."""
+    """OPUS-MT runs with a SentencePiece model per side: in Marian's layout with one
+    vocabulary (as OPUS-MT's) and with one per side, and in Hugging Face's untied layout
+    (`vocab.json` and `target_vocab.json`)."""
     root = tmp_path_factory.mktemp("opus_mt_two_vocabularies")
-    marian = write_opus_mt(root / "marian", tying=None, seed=5)
-    hugging_face = write_hugging_face(write_opus_mt(root / "hf_marian", tying=None), root / "hf")
-    assert os.path.isfile(os.path.join(hugging_face, "target_vocab.json"))
+    made = {
+        "marian": write_opus_mt(root / "marian", tying=None, seed=5),
+        "marian_two_vocabularies": write_opus_mt(
+            root / "two", tying=None, seed=6, separate_vocabularies=True
+        ),
+        "hugging_face": write_hugging_face(
+            write_opus_mt(root / "hf_marian", tying=None), root / "hf"
+        ),
+    }
+    assert os.path.isfile(os.path.join(made["hugging_face"], "target_vocab.json"))
     return {
         name: kt.run.import_marian(directory, root / f"{name}_run").path
-        for name, directory in [("marian", marian), ("hugging_face", hugging_face)]
+        for name, directory in made.items()
     }
 
 
-@pytest.mark.parametrize("layout", ["marian", "hugging_face"])
+@pytest.mark.parametrize("layout", ["marian", "marian_two_vocabularies", "hugging_face"])
 def test_an_imported_runs_saved_model_translates_as_its_translator(imported_runs, layout, tmp_path):
     run_dir = imported_runs[layout]
     translator = kt.run.make_translator(run_dir, beam_size=4, max_length=30)
     sources = GERMAN + ["", "  ", "eins " * 300]
     source, target = translator.source_tokenizer, translator.target_tokenizer
     assert source.model_proto != target.model_proto
+    if layout == "marian_two_vocabularies":
+        assert source.pieces != target.pieces  # ids mean other pieces on each side
     exported = kt.run.export(run_dir, base_dir=str(tmp_path), beam_size=4, max_length=30)
     requests = [("serving_default", {"inputs": sources})]
     got = fresh_process_signatures(exported, requests)[0]["outputs"]
