@@ -9,6 +9,11 @@ share of each digit count, and lists the small numbers it gets wrong.
 
     python benchmarks/numbers_by_digits.py --run-dir runs/numbers_de_en [--beam-size 1,4]
 
+With `--from-evaluate`, the split's translations are read from the files
+`keras-transformer evaluate` wrote for the same checkpoint and beam sizes
+(`<split>.<checkpoint>.beam<k>.hyp.txt`), and only the numbers below 100 are
+decoded.
+
 The last line is JSON: per search (`beam1`, `beam4`, ...), `by_digits` (digit
 count -> exact-match share over the test split and the numbers 0-99 together),
 `small` (share of the 100 numbers below 100), `test` (share of the test
@@ -27,13 +32,21 @@ from keras_transformer.datasets import numbers_corpus, small_numbers, split_numb
 from keras_transformer.inference import translate_lines  # noqa: E402
 
 
-def exact_by_digits(translator, batch_size, source_lang, target_lang, split):
-    """The figures of one search: exact-match shares by digit count, small numbers, test."""
+def exact_by_digits(translator, batch_size, source_lang, target_lang, split, test_outputs=None):
+    """The figures of one search: exact-match shares by digit count, small numbers, test.
+
+    `test_outputs` are the split's translations by this search, when they are known;
+    otherwise the split is decoded.
+    """
     test = numbers_corpus(split, source_lang, target_lang)
     small = small_numbers(source_lang, target_lang)
     numbers = split_numbers(split) + list(range(100))
-    sources, references = test.sources + small.sources, test.targets + small.targets
-    outputs = translate_lines(translator, sources, batch_size)
+    references = test.targets + small.targets
+    if test_outputs is None:
+        test_outputs = translate_lines(translator, test.sources, batch_size)
+    if len(test_outputs) != len(test.sources):
+        raise SystemExit(f"{len(test_outputs)} translations of {len(test.sources)} sentences")
+    outputs = test_outputs + translate_lines(translator, small.sources, batch_size)
     right = [out == ref for out, ref in zip(outputs, references, strict=True)]
     by_digits = collections.defaultdict(list)
     for number, correct in zip(numbers, right, strict=True):
@@ -53,6 +66,11 @@ def main():
     parser.add_argument("--beam-size", default="1,4", help="comma-separated, 1 is greedy")
     parser.add_argument("--split", default="test")
     parser.add_argument("--checkpoint", default="best")
+    parser.add_argument(
+        "--from-evaluate",
+        action="store_true",
+        help="read the split's translations from the files `evaluate` wrote",
+    )
     args = parser.parse_args()
     beam_sizes = [int(k) for k in args.beam_size.split(",")]
     made, config = run.translators(args.run_dir, args.checkpoint, beam_sizes)
@@ -61,12 +79,21 @@ def main():
         parser.error(f"{args.run_dir} was trained on corpus {data['corpus']!r}, not 'numbers'")
     figures = {}
     for translator in made:
+        written = None
+        if args.from_evaluate:
+            directory = run.RunDirectory(args.run_dir)
+            path = directory.hypotheses_path(args.split, args.checkpoint, translator.beam_size)
+            if not os.path.isfile(path):
+                parser.error(f"{path} is missing: run `keras-transformer evaluate` first")
+            with open(path, encoding="utf-8") as f:
+                written = f.read().splitlines()
         result = exact_by_digits(
             translator,
             config["decode"]["batch_size"],
             data["source_lang"],
             data["target_lang"],
             args.split,
+            written,
         )
         figures[f"beam{translator.beam_size}"] = result
         shares = "  ".join(f"{d} digits {s:6.1%}" for d, s in result["by_digits"].items())

@@ -1,14 +1,13 @@
 import os
-import re
-import subprocess
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
+import main_job_runner  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from made_once import made_once, run_root  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -97,15 +96,18 @@ def tiny_translation(tmp_path_factory):
     their own copies (`load_tiny_translation`), since each test ends with
     `keras.backend.clear_session()`, which frees the tokenizers' resources.
     """
-    return train_tiny_translation(tmp_path_factory.mktemp("tiny_translation"))
+    return made_once(tmp_path_factory, "tiny_translation", train_tiny_translation)
 
 
 @pytest.fixture(scope="session")
 def tiny_two_vocabularies(tmp_path_factory):
     """The `tiny_translation` model trained with a vocabulary for each side (see
     `train_tiny_translation`); `tiny_translator` loads it."""
-    directory = tmp_path_factory.mktemp("tiny_two_vocabularies")
-    return train_tiny_translation(directory, shared=False)
+
+    def train(directory):
+        train_tiny_translation(directory, shared=False)
+
+    return made_once(tmp_path_factory, "tiny_two_vocabularies", train)
 
 
 def load_tiny_translation(directory):
@@ -167,41 +169,47 @@ def renumbered(model, tokenizer, swaps):
     return copy, renumbered_tokenizer, permutation
 
 
-def readme_main_job():
-    """The `keras-transformer` commands of the README's main job, in order."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    block = re.search(r"## Set up and run.*?```bash\n(.*?)```", readme, re.S).group(1)
-    chain = block.split("\n\n")[0]  # the first command; the second runs the tests
-    chain = " ".join(line.rstrip("\\ ") for line in chain.splitlines() if line[:1] != "#")
-    commands = [part.strip() for part in chain.split("&&")]
-    assert commands[0].startswith("python3 -m venv .venv") and "pip install" in commands[1]
-    return commands[2:]
+def needs_main_job(item):
+    """Whether a test reads the README main job's run: through the `main_job` fixture, or
+    marked `main_job` where it asks for the fixture as it runs."""
+    return "main_job" in getattr(item, "fixturenames", ()) or item.get_closest_marker("main_job")
 
 
-def run_command(command, cwd):
-    """A shell command with this environment's `.venv/bin`, as a user runs it."""
-    command = command.replace(".venv/bin/", os.path.dirname(sys.executable) + os.sep)
-    # The user's environment: without the TF_CPP_MIN_LOG_LEVEL the test session sets.
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    done = subprocess.run(
-        command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=3600
-    )
-    assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
-    return done
+def pytest_collection_modifyitems(items):
+    """The tests on the README main job's run come last (in their order), so that the job,
+    started at the session's first test, has trained by the time they run. pytest-xdist
+    hands them out one at a time, to whichever process is free."""
+    items.sort(key=lambda item: bool(needs_main_job(item)))
 
 
 @pytest.fixture(scope="session")
-def main_job(tmp_path_factory):
-    """The README's main job, run once: `(directory, [train, evaluate, export, translate])`.
+def main_job_directory(tmp_path_factory):
+    """Where the README's main job runs: one directory for the whole test run."""
+    directory = run_root(tmp_path_factory) / "main_job"
+    directory.mkdir(exist_ok=True)
+    return directory
 
-    The directory holds `runs/numbers_de_en` and `saved_models/numbers_de_en/1`;
-    the outputs are the commands' `CompletedProcess`es.
+
+@pytest.fixture(scope="session", autouse=True)
+def main_job_started(request, main_job_directory):
+    """Starts the README's main job in the background at the session's first test, when
+    a selected test needs it."""
+    if any(needs_main_job(item) for item in request.session.items):
+        main_job_runner.start(main_job_directory)
+
+
+@pytest.fixture(scope="session")
+def main_job(main_job_directory, main_job_started):
+    """The README's main job, run once per test run: `(directory, [train, evaluate,
+    export, translate])`.
+
+    The directory holds `runs/numbers_de_en` and `saved_models/numbers_de_en/1`, which
+    tests read and never change; the outputs are the commands' `CompletedProcess`es.
     """
-    commands = readme_main_job()
-    assert [c.split()[1] for c in commands] == ["train", "evaluate", "export", "translate"]
-    directory = tmp_path_factory.mktemp("main_job")
-    return directory, [run_command(command, directory) for command in commands]
+    main_job_runner.start(main_job_directory)  # when the session's first test did not need it
+    outputs = main_job_runner.outputs(main_job_directory)
+    assert [o.args.split()[1] for o in outputs] == ["train", "evaluate", "export", "translate"]
+    return main_job_directory, outputs
 
 
 def saved_functions(path):

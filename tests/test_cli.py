@@ -434,12 +434,19 @@ def test_ctrl_c_stops_the_run_and_train_resumes_it(tmp_path):
     assert not (run_dir / "backup").exists()
 
 
-def test_a_killed_run_resumes_losing_at_most_backup_every_steps(tmp_path):
-    run_dir = tmp_path / "numbers"
+def test_a_killed_run_resumes_from_its_newest_readable_backup(tmp_path):
+    """A run killed mid-epoch (SIGKILL) resumes losing at most `backup_every_steps` steps;
+    with its newest backup cut short (a kill mid-write), it falls back to the one before.
+
+    One killed run, copied, serves both cases, which were two tests killing a run each
+    (`test_a_killed_run_resumes_losing_at_most_backup_every_steps` and
+    `test_a_truncated_backup_falls_back_to_the_one_before`)."""
+    run_dir, truncated = tmp_path / "numbers", tmp_path / "truncated"
     every = 2
     killed = interrupted_train(run_dir, 2, 3, "kill", f"train.backup_every_steps={every}")
     assert killed.returncode == -signal.SIGKILL
     step = stopped_at_step(killed)
+    shutil.copytree(run_dir, truncated)
 
     resumed = resumed_train(run_dir, f"train.backup_every_steps={every}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -447,22 +454,17 @@ def test_a_killed_run_resumes_losing_at_most_backup_every_steps(tmp_path):
     assert step - every < restored <= step, (step, restored)
     assert metrics_epochs(run_dir) == ["0", "1", "2"]
 
-
-def test_a_truncated_backup_falls_back_to_the_one_before(tmp_path):
-    run_dir = tmp_path / "numbers"
-    killed = interrupted_train(run_dir, 2, 3, "kill", "train.backup_every_steps=1")
-    assert killed.returncode == -signal.SIGKILL
-    backups = sorted((run_dir / "backup").glob("step-*"))
+    backups = sorted((truncated / "backup").glob("step-*"))
     assert len(backups) == 2
+    assert int(backups[0].name[5:]) + every == int(backups[1].name[5:]) == restored, backups
     newest = backups[-1] / "state.weights.h5"
-    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # a kill mid-write
-
-    resumed = resumed_train(run_dir, "train.backup_every_steps=1")
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    resumed = resumed_train(truncated, f"train.backup_every_steps={every}")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"backup {backups[-1]} is unreadable" in resumed.stdout
     assert f"resuming from the backup at step {int(backups[0].name[5:])}" in resumed.stdout
     assert "Traceback" not in resumed.stderr
-    assert metrics_epochs(run_dir) == ["0", "1", "2"]
+    assert metrics_epochs(truncated) == ["0", "1", "2"]
 
 
 def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer ops)
+from made_once import made_once
 
 import keras_transformer as kt
 from keras_transformer import run
@@ -21,22 +22,30 @@ pytest.importorskip("ai_edge_litert")
 from keras_transformer.export.litert import LITERT_FILE, OPTIONS_FILE, export_litert  # noqa: E402
 from keras_transformer.export.litert_runtime import LiteRTTranslator  # noqa: E402
 
-pytestmark = pytest.mark.xdist_group("main_job")  # the README main job's model, run once
+# The tests on the README main job's run go to whichever process is free (conftest.py);
+# those on the small export share its process.
+SMALL_EXPORT = pytest.mark.xdist_group("small_litert")
 
 RUN = os.path.join("runs", "numbers_de_en")
 EDGE_CASES = ["", "   ", "eins " * 100]  # empty, whitespace only, cut to the source length
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def float32_beam(main_job, tmp_path_factory):
-    """The main job's run (beam 4) exported as a float32 LiteRT directory, once."""
+    """The main job's run (beam 4) exported as a float32 LiteRT directory, once a test run."""
     directory, _ = main_job
-    return export_litert(beam_translator(directory), tmp_path_factory.mktemp("litert") / "beam")
+
+    def export(output):
+        export_litert(beam_translator(directory), output / "beam")
+
+    return str(made_once(tmp_path_factory, "main_job_litert", export) / "beam")
 
 
 def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
     main_job, float32_beam, tmp_path
 ):
+    """Each sentence's ids and text as `LiteRTTranslator.__call__` decodes them (one LiteRT
+    search a sentence), against the SavedModel's; the same for greedy search."""
     directory, _ = main_job
     sentences = numbers_corpus("test", "de", "en").sources + EDGE_CASES
     saved_model = tf.saved_model.load(str(directory / "saved_models" / "numbers_de_en" / "1"))
@@ -47,8 +56,11 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
 
     beam = LiteRTTranslator(float32_beam)
     assert beam.options["beam_size"] == 4 and beam.max_source_length == 64
+    decoded = []  # (source_ids, target_ids) of each sentence, as `beam(sentences)` decodes it
+    beam.translate_ids = recorded(beam.translate_ids, decoded)
     texts = beam(sentences)
     source_ids = np.concatenate([beam.source_ids(s) for s in sentences])  # (N, 64), 0-padded
+    np.testing.assert_array_equal(np.concatenate([ids for ids, _ in decoded]), source_ids)
     expected_ids = in_batches(ids_of, "source_ids", source_ids)["target_ids"]  # (N, 64)
     expected_texts = in_batches(serve, "inputs", np.array(sentences, object))["outputs"]
     # The SavedModel cuts sources at the run's limit; an over-long one is compared with
@@ -56,8 +68,7 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
     assert beam.truncated(sentences) == [False] * (len(sentences) - 1) + [True]
     cut = beam_translator(directory).copy(max_source_length=beam.max_source_length)
     expected_texts[-1] = cut(tf.constant(sentences[-1:])).numpy()[0]
-    for index in range(len(sentences)):
-        actual = beam.translate_ids(source_ids[index : index + 1])
+    for index, (_, actual) in enumerate(decoded):
         np.testing.assert_array_equal(actual, expected_ids[index : index + 1], str(index))
         assert texts[index] == expected_texts[index].decode(), index
     assert texts[-3:-1] == ["", ""]
@@ -76,6 +87,17 @@ def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
     for index in range(len(sentences)):
         actual = greedy.translate_ids(source_ids[index : index + 1])
         np.testing.assert_array_equal(actual, expected_ids[index : index + 1], str(index))
+
+
+def recorded(function, calls):
+    """`function`, appending `(argument, result)` to `calls` at each call."""
+
+    def call(argument):
+        result = function(argument)
+        calls.append((argument, result))
+        return result
+
+    return call
 
 
 def in_batches(signature, name, values, batch_size=256):
@@ -187,6 +209,7 @@ def small_export(tmp_path_factory):
     return translator, export_litert(translator, directory, max_source_length=8)
 
 
+@SMALL_EXPORT
 def test_every_path_cuts_a_source_to_the_same_ids(small_export, tmp_path):
     """The graph (`Translator`, which the SavedModel traces), the LiteRT and CTranslate2
     runtimes and the training pipeline keep a source's first `limit - 1` pieces, then EOS."""
@@ -232,6 +255,7 @@ def test_every_path_cuts_a_source_to_the_same_ids(small_export, tmp_path):
     assert litert.truncated(sentences) == truncated
 
 
+@SMALL_EXPORT
 def test_litert_translator_refuses_bad_input(small_export, tmp_path, capfd):
     with pytest.raises(FileNotFoundError, match=rf"{OPTIONS_FILE} is missing"):
         LiteRTTranslator(tmp_path)
@@ -249,6 +273,7 @@ def test_litert_translator_refuses_bad_input(small_export, tmp_path, capfd):
     assert len(translate(["eins", "zwei"])) == 2
 
 
+@SMALL_EXPORT
 def test_litert_translate_gives_the_translators_outputs_and_scores(small_export):
     """`translate`, the interface every engine shares: the translator's texts and scores
     in its shapes, and what the file cannot do refused by name."""

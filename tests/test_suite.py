@@ -11,3 +11,51 @@ def test_pytest_xdist_keeps_a_groups_tests_in_one_process(request, worker_id):
     if worker_id == "master":
         pytest.skip("the tests run in one process (-n 0)")
     assert request.node.nodeid.endswith("@suite"), request.node.nodeid
+
+
+class Factory:
+    """A stand-in for pytest's `tmp_path_factory` whose base is `base`."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def getbasetemp(self):
+        return self.base
+
+
+def test_a_directory_made_once_is_made_by_the_first_process_that_asks(tmp_path, monkeypatch):
+    """Two workers asking at once get one directory, filled by one `make`; a `make` that
+    failed fails the other workers with its error, without running again."""
+    import threading
+
+    from made_once import made_once
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")  # the root is above the worker's base
+    factory = Factory(tmp_path / "gw0")
+    inside, release = threading.Event(), threading.Event()
+    calls, results = [], []
+
+    def make(directory):
+        calls.append(directory)
+        inside.set()
+        release.wait()  # the second worker asks while the first makes
+        (directory / "model").write_text("trained")
+
+    first = threading.Thread(target=lambda: results.append(made_once(factory, "run", make)))
+    first.start()
+    inside.wait()
+    second = threading.Thread(target=lambda: results.append(made_once(factory, "run", make)))
+    second.start()
+    release.set()
+    first.join()
+    second.join()
+    assert calls == [tmp_path / "run"] and results == [tmp_path / "run"] * 2
+    assert (tmp_path / "run" / "model").read_text() == "trained"
+
+    def broken(directory):
+        raise ValueError("no data")
+
+    with pytest.raises(ValueError, match="no data"):
+        made_once(factory, "broken", broken)
+    with pytest.raises(RuntimeError, match="broken failed in another worker: ValueError: no data"):
+        made_once(factory, "broken", make)
