@@ -7,7 +7,7 @@ import keras  # noqa: E402
 import main_job_runner  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from made_once import made_once, run_root  # noqa: E402
+from made_once import made_once  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -169,47 +169,18 @@ def renumbered(model, tokenizer, swaps):
     return copy, renumbered_tokenizer, permutation
 
 
-def needs_main_job(item):
-    """Whether a test reads the README main job's run: through the `main_job` fixture, or
-    marked `main_job` where it asks for the fixture as it runs."""
-    return "main_job" in getattr(item, "fixturenames", ()) or item.get_closest_marker("main_job")
-
-
-def pytest_collection_modifyitems(items):
-    """The tests on the README main job's run come last (in their order), so that the job,
-    started at the session's first test, has trained by the time they run. pytest-xdist
-    hands them out one at a time, to whichever process is free."""
-    items.sort(key=lambda item: bool(needs_main_job(item)))
-
-
 @pytest.fixture(scope="session")
-def main_job_directory(tmp_path_factory):
-    """Where the README's main job runs: one directory for the whole test run."""
-    directory = run_root(tmp_path_factory) / "main_job"
-    directory.mkdir(exist_ok=True)
-    return directory
-
-
-@pytest.fixture(scope="session", autouse=True)
-def main_job_started(request, main_job_directory):
-    """Starts the README's main job in the background at the session's first test, when
-    a selected test needs it."""
-    if any(needs_main_job(item) for item in request.session.items):
-        main_job_runner.start(main_job_directory)
-
-
-@pytest.fixture(scope="session")
-def main_job(main_job_directory, main_job_started):
+def main_job(tmp_path_factory):
     """The README's main job, run once per test run: `(directory, [train, evaluate,
     export, translate])`.
 
     The directory holds `runs/numbers_de_en` and `saved_models/numbers_de_en/1`, which
     tests read and never change; the outputs are the commands' `CompletedProcess`es.
     """
-    main_job_runner.start(main_job_directory)  # when the session's first test did not need it
-    outputs = main_job_runner.outputs(main_job_directory)
+    directory = made_once(tmp_path_factory, "main_job", main_job_runner.main)
+    outputs = main_job_runner.outputs(directory)
     assert [o.args.split()[1] for o in outputs] == ["train", "evaluate", "export", "translate"]
-    return main_job_directory, outputs
+    return directory, outputs
 
 
 def saved_functions(path):

@@ -1,25 +1,20 @@
-"""The README's main job, run once per test run, in the background.
+"""The README's main job, run as a user runs it.
 
 The commands are read from the README's "Set up and run" block and run in a
-directory of their own, with this environment's `keras-transformer`, as a user
-runs them. The first test of a session that will need the job starts it (`start`)
-in a process of its own, so that it trains while the other tests run; the tests
-on its run wait for it (`outputs`) and are scheduled last (`conftest.py`).
+directory of their own, with this environment's `keras-transformer`; `main`
+writes what each printed to `outputs.json` there, which `outputs` reads back.
 
     python tests/main_job_runner.py DIRECTORY   # runs the job; writes DIRECTORY/outputs.json
 """
 
-import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUTPUTS = "outputs.json"  # one {"args", "returncode", "stdout", "stderr"} per command
-STARTED = "started"
 
 
 def readme_main_job():
@@ -45,26 +40,9 @@ def run_command(command, cwd):
     )
 
 
-def start(directory):
-    """Starts the main job in `directory` (a `pathlib.Path`) in a new process, unless a
-    process of this test run has started it already."""
-    with open(directory / f"{STARTED}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (directory / STARTED).exists():
-            return
-        log = open(directory / "main_job.log", "w", encoding="utf-8")
-        command = [sys.executable, os.path.abspath(__file__), str(directory)]
-        subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        (directory / STARTED).touch()
-
-
-def outputs(directory, timeout=3600):
-    """The main job's `CompletedProcess`es, once it has run; every command succeeded."""
-    path, waited = directory / OUTPUTS, 0
-    while not path.exists():
-        assert waited < timeout, f"the main job wrote no {path} in {timeout} s"
-        time.sleep(2)
-        waited += 2
+def outputs(directory):
+    """The `CompletedProcess`es `main` wrote in `directory`; every command succeeded."""
+    path = directory / OUTPUTS
     done = [subprocess.CompletedProcess(**output) for output in json.loads(path.read_text())]
     for output in done:
         assert output.returncode == 0, f"{output.args}\n{output.stderr[-3000:]}"

@@ -22,9 +22,8 @@ pytest.importorskip("ai_edge_litert")
 from keras_transformer.export.litert import LITERT_FILE, OPTIONS_FILE, export_litert  # noqa: E402
 from keras_transformer.export.litert_runtime import LiteRTTranslator  # noqa: E402
 
-# The tests on the README main job's run go to whichever process is free (conftest.py);
-# those on the small export share its process.
-SMALL_EXPORT = pytest.mark.xdist_group("small_litert")
+MAIN_JOB = pytest.mark.xdist_group("main_job")  # the README main job's model, run once
+SMALL_EXPORT = pytest.mark.xdist_group("small_litert")  # an untrained model's export, made once
 
 RUN = os.path.join("runs", "numbers_de_en")
 EDGE_CASES = ["", "   ", "eins " * 100]  # empty, whitespace only, cut to the source length
@@ -41,6 +40,7 @@ def float32_beam(main_job, tmp_path_factory):
     return str(made_once(tmp_path_factory, "main_job_litert", export) / "beam")
 
 
+@MAIN_JOB
 def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
     main_job, float32_beam, tmp_path
 ):
@@ -118,6 +118,7 @@ def beam_translator(directory):
 
 
 @pytest.mark.parametrize("quantization", ["float16", "dynamic_int8"])
+@MAIN_JOB
 def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
     main_job, float32_beam, tmp_path, quantization
 ):
@@ -134,6 +135,7 @@ def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
     assert same >= 0.97, same
 
 
+@MAIN_JOB
 def test_litert_cli_exports_and_translates(main_job, tmp_path):
     directory, _ = main_job
     bin_dir = os.path.dirname(sys.executable)
