@@ -35,7 +35,7 @@ def made_once(tmp_path_factory, name, make):
 
     Returns:
         The directory, as a `pathlib.Path`. A `make` that raised is not retried by the
-        other workers: they fail with its error's first line.
+        other workers: they fail naming its error (type and message).
     """
     root = run_root(tmp_path_factory)
     directory, failed = root / name, root / f"{name}.failed"

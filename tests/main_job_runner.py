@@ -3,8 +3,6 @@
 The commands are read from the README's "Set up and run" block and run in a
 directory of their own, with this environment's `keras-transformer`; `main`
 writes what each printed to `outputs.json` there, which `outputs` reads back.
-
-    python tests/main_job_runner.py DIRECTORY   # runs the job; writes DIRECTORY/outputs.json
 """
 
 import json
@@ -61,11 +59,5 @@ def main(directory):
     except Exception as error:  # a timeout, or a README the block cannot be read from
         failure = {"args": "main_job_runner.py", "returncode": 1, "stderr": repr(error)}
         results.append({**failure, "stdout": ""})
-    partial = os.path.join(directory, OUTPUTS + ".partial")
-    with open(partial, "w", encoding="utf-8") as f:
+    with open(os.path.join(directory, OUTPUTS), "w", encoding="utf-8") as f:
         json.dump(results, f)
-    os.replace(partial, os.path.join(directory, OUTPUTS))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1])
