@@ -1,3 +1,4 @@
+import gc
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -8,6 +9,13 @@ import main_job_runner  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from made_once import made_once  # noqa: E402
+
+import keras_transformer  # noqa: E402, F401
+
+# What the imports made lives as long as the process: the collections that follow each test
+# (`keras.backend.clear_session`) leave it out instead of walking it again every time.
+gc.collect()
+gc.freeze()
 
 
 @pytest.fixture(autouse=True)
