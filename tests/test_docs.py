@@ -263,6 +263,7 @@ API_PAGES = {
             "training",
             "inference",
             "export",
+            "importers",
             "run",
         ]
     },

@@ -2,11 +2,15 @@
 DESIGN.md (layers know nothing of training, the model nothing of training or
 inference), the searches and exporters probe no capabilities with `hasattr`,
 no module or function outgrows a screen's worth of reading, no search or export
-function takes more than eight parameters (options travel as `DecodeOptions`), and
-no export module reaches into another's runtime."""
+function takes more than eight parameters (options travel as `DecodeOptions`),
+no export module reaches into another's runtime, no module imports one that imports
+it back (lazy imports too), and importing the package loads only what Keras needs
+to load a saved model."""
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "keras_transformer"
 
@@ -18,6 +22,7 @@ RANKS = {
     "files": 0,
     "validation": 0,
     "startup": 0,
+    "lazy": 0,
     "layers": 1,
     "models": 2,
     "training": 3,
@@ -25,6 +30,7 @@ RANKS = {
     "datasets": 3,
     "inference": 4,
     "export": 5,
+    "importers": 5,
     "config": 6,
     "config_reference": 6,
     "run": 7,
@@ -132,3 +138,72 @@ def test_no_export_module_imports_another_exports_runtime():
                 module = node.module.rsplit(".", 1)[-1]
                 if module in runtimes and path.stem != "__init__":
                     assert module == f"{own}_runtime", f"{path.name} imports {node.module}"
+
+
+def module_imports():
+    """`{module: {package modules it imports}}`, lazy imports too; `from package import
+    name` counts as an import of the module `package.name` where there is one."""
+
+    def name_of(path):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    paths = {name_of(path): path for path in modules()}
+    graph = {}
+    for name, path in paths.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names if alias.name in paths}
+            elif isinstance(node, ast.ImportFrom) and node.module in paths:
+                for alias in node.names:
+                    inner = f"{node.module}.{alias.name}"
+                    imported.add(inner if inner in paths else node.module)
+        graph[name] = imported - {name}
+    return graph
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = module_imports()
+    assert len(graph) > 100 and "keras_transformer.export.litert_runtime" in graph
+    circles = []
+    for start in graph:  # a path from each module back to itself, depth first
+        stack, seen = [(start, [start])], set()
+        while stack:
+            name, path = stack.pop()
+            for nxt in graph[name]:
+                if nxt == start:
+                    circles.append(" -> ".join([*path, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert not circles, circles[:3]
+
+
+def test_importing_the_package_loads_what_keras_needs_and_the_rest_on_first_use():
+    script = """
+import sys, warnings
+import keras_transformer as kt
+loaded = sorted({m.split(".")[1] for m in sys.modules if m.startswith("keras_transformer.")})
+print(loaded)
+print(kt.Translator.__module__, kt.import_marian.__module__, kt.text.__name__)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    read = kt.run.read_marian
+print(read is kt.importers.read_marian, [str(w.message) for w in caught])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, modules_, moved = done.stdout.splitlines()[-3:]
+    parts = set(ast.literal_eval(loaded))
+    assert parts & {"inference", "export", "importers", "run", "datasets", "cli"} == set(), parts
+    assert {"layers", "models", "training"} <= parts
+    assert modules_.split() == [
+        "keras_transformer.inference.translator",
+        "keras_transformer.run.opus_mt",
+        "keras_transformer.text",
+    ]
+    assert moved == (
+        "True ['`keras_transformer.run.read_marian` is deprecated: use "
+        "`keras_transformer.importers.read_marian`.']"
+    )

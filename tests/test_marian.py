@@ -19,7 +19,7 @@ import keras_transformer as kt
 from keras_transformer.cli import main
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.errors import DamagedFileError
-from keras_transformer.run.marian import read_marian
+from keras_transformer.importers import read_marian
 from keras_transformer.run.opus_mt import import_marian
 from keras_transformer.text.marian_tokenizer import read_vocabulary
 

@@ -36,7 +36,13 @@ import keras
 import numpy as np
 
 from keras_transformer.constants import SPECIAL_IDS
-from keras_transformer.errors import ArgumentError, MissingDependencyError
+from keras_transformer.errors import ArgumentError
+from keras_transformer.export.ctranslate2_layout import (
+    DECODE_FILE,
+    SOURCE_TOKENIZER,
+    TARGET_TOKENIZER,
+    import_ctranslate2,
+)
 from keras_transformer.export.options import write_options
 from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.activations import serialize_activation
@@ -46,9 +52,6 @@ from keras_transformer.layers.relative import RELATIVE_MAX_DISTANCE
 
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
 POSITIONS = 1024
-DECODE_FILE = "keras_transformer.json"
-SOURCE_TOKENIZER = "source_tokenizer"
-TARGET_TOKENIZER = "target_tokenizer"
 _ACTIVATIONS = {
     "relu": "RELU",
     "gelu": "GELU",
@@ -56,17 +59,6 @@ _ACTIVATIONS = {
     "silu": "SWISH",
     "tanh": "Tanh",
 }
-
-
-def _ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError as error:
-        raise MissingDependencyError(
-            "The CTranslate2 export needs the `ctranslate2` package: "
-            'pip install "keras-transformer-nmt[ctranslate2]"'
-        ) from error
-    return ctranslate2
 
 
 def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, special_ids=None):
@@ -98,7 +90,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
         spec = ctranslate2_spec(model, tokenizer.pieces, tokenizer.pieces)
         ```
     """
-    ct2 = _ctranslate2()
+    ct2 = import_ctranslate2()
     specs = ct2.specs
     if model.add_positions != "input":
         raise ArgumentError(
@@ -262,7 +254,7 @@ def write_spec(spec, directory, quantization=None, vmap=None):
     Returns:
         `directory`.
     """
-    ct2 = _ctranslate2()
+    ct2 = import_ctranslate2()
 
     class SpecConverter(ct2.converters.Converter):
         def _load(self):

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.export.ctranslate2 import (
+from keras_transformer.export.ctranslate2_layout import (
     DECODE_FILE,
     SOURCE_TOKENIZER,
     TARGET_TOKENIZER,
-    _ctranslate2,
+    import_ctranslate2,
 )
 from keras_transformer.export.options import open_export_file, read_options
 from keras_transformer.inference.checks import (
@@ -109,7 +109,7 @@ class CTranslate2Translator:
         patience: float | None = None,
         ranking: str = "package",
     ):
-        ct2 = _ctranslate2()
+        ct2 = import_ctranslate2()
         check_choice("ranking", ranking, set(RANKINGS))
         check_choice("compute_type", compute_type, set(COMPUTE_TYPES))
         written = read_options(directory, DECODE_FILE, "CTranslate2")

@@ -25,21 +25,21 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.export.litert_layout import (
+    ID_MAPS,
+    LITERT_FILE,
+    OPTIONS_FILE,
+    SOURCE_MODEL,
+    TARGET_MODEL,
+)
 from keras_transformer.export.options import write_options
 from keras_transformer.inference.translator import Translator
 from keras_transformer.text import MarianTokenizer
 from keras_transformer.text.sentencepiece_tokenizer import SentencePieceModel
 from keras_transformer.validation import check_choice, check_positive_int
 
-LITERT_FILE = "translator.tflite"
-OPTIONS_FILE = "litert.json"
-SOURCE_MODEL = "source.model"
-TARGET_MODEL = "target.model"
-ID_MAPS = "id_maps.npz"  # SentencePiece's ids <-> the model's, where a vocabulary renumbers
 QUANTIZATIONS = ("float16", "dynamic_int8")
 MAX_SOURCE_LENGTH = 64
-# What `litert.json` holds beside the `DecodeOptions` of the exported search.
-EXPORT_KEYS = ("quantization", "eos_id", "source_eos_id")
 
 
 def export_litert(

@@ -10,7 +10,7 @@ import numpy as np
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError, MissingDependencyError
-from keras_transformer.export.litert import (
+from keras_transformer.export.litert_layout import (
     EXPORT_KEYS,
     ID_MAPS,
     LITERT_FILE,

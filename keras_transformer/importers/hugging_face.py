@@ -23,8 +23,8 @@ import os
 import numpy as np
 
 from keras_transformer.errors import ArgumentError, DamagedFileError, MissingDependencyError
+from keras_transformer.importers.marian import MarianModel, existing_file
 from keras_transformer.layers.positional_encoding import positional_encoding
-from keras_transformer.run.marian import MarianModel, existing_file
 
 ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}  # -> Keras'
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's, which Hugging Face's Marian uses

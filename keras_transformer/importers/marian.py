@@ -1,4 +1,4 @@
-"""Importing OPUS-MT (Marian) models: a Marian model directory as a run directory.
+"""Reading OPUS-MT (Marian) models: a Marian model directory as a `Transformer`.
 
 An OPUS-MT directory holds
 
@@ -9,7 +9,7 @@ An OPUS-MT directory holds
 
 `read_marian` reads them and refuses what the importer cannot reproduce
 exactly, naming the Marian option; `marian_transformer` builds the model with
-their weights. `opus_mt.import_marian` writes the run directory.
+their weights. `keras_transformer.run.import_marian` writes the run directory.
 """
 
 import os

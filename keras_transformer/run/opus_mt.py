@@ -1,9 +1,9 @@
 """OPUS-MT models as run directories, from Marian's layout or Hugging Face's.
 
-`import_marian` reads a model directory in either layout (`marian.read_marian`
-for Marian's own, `hugging_face.read_hugging_face` for the Hub's copy), and
-writes a run directory that `evaluate`, `translate`, `score`, `export` and
-`train` (fine-tuning) use as if it had been trained.
+`import_marian` reads a model directory in either layout
+(`keras_transformer.importers.read_opus_mt`) and writes a run directory that
+`evaluate`, `translate`, `score`, `export` and `train` (fine-tuning) use as if
+it had been trained.
 """
 
 import json
@@ -12,34 +12,9 @@ import shutil
 
 from keras_transformer.config import default_config, save_config
 from keras_transformer.errors import RunError
+from keras_transformer.importers import marian_transformer, read_opus_mt
 from keras_transformer.run.directory import RunDirectory
-from keras_transformer.run.hugging_face import read_hugging_face
-from keras_transformer.run.marian import marian_transformer, read_marian
 from keras_transformer.text.marian_tokenizer import MarianTokenizer
-
-
-def read_opus_mt(model_dir):
-    """Reads the OPUS-MT model in `model_dir`: Marian's layout where it holds
-    `decoder.yml`, Hugging Face's where it holds `config.json`.
-
-    Args:
-        model_dir: the model's directory.
-
-    Returns:
-        A `MarianModel`.
-
-    Raises:
-        FileNotFoundError: if `model_dir` holds neither file, or misses another.
-    """
-    model_dir = os.fspath(model_dir)
-    if os.path.isfile(os.path.join(model_dir, "decoder.yml")):
-        return read_marian(model_dir)
-    if os.path.isfile(os.path.join(model_dir, "config.json")):
-        return read_hugging_face(model_dir)
-    raise FileNotFoundError(
-        f"{model_dir} holds neither decoder.yml (Marian's layout of an OPUS-MT model) nor "
-        "config.json (Hugging Face's)."
-    )
 
 
 def import_marian(model_dir, run_dir):
