@@ -128,6 +128,11 @@ def test_translator_saved_model_and_ctranslate2_decode_over_the_shortlist(
     sources = numbers_corpus("test").sources[:93] + ["", "   ", "two"]
     plain = kt.Translator(model, tokenizer, tokenizer, beam_size=1, jit_compile=False)
     short = plain.copy(shortlist=shortlist)
+    other_ids = {**tokenizer.special_ids, "bos": vocab - 1}
+    with pytest.raises(ValueError, match="counted for a vocabulary with other special ids"):
+        plain.copy(
+            shortlist=Shortlist(shortlist.candidates, shortlist.frequency, 16, 72, other_ids)
+        )
     # batches of 8, whose unions (56-62 pieces) fit in 72
     ours, full = (kt.inference.translate_lines(t, sources, 8) for t in (short, plain))
     assert ours[-3:-1] == ["", ""]
@@ -185,3 +190,36 @@ def test_shortlists_refuse_what_they_cannot_decode(tmp_path):
     loaded = Shortlist.load(tmp_path / "s.npz", size=10)
     np.testing.assert_array_equal(loaded.candidates, shortlist.candidates)
     assert (loaded.size, loaded.frequent) == (10, shortlist.frequent)
+
+
+def test_a_shortlist_keeps_the_special_pieces_of_its_own_vocabulary(tmp_path):
+    """A vocabulary numbered otherwise (an imported Marian one: EOS 1, its start piece last)
+    keeps its own unknown piece and EOS in every batch and never decodes its own BOS; the
+    package's BOS and EOS ids are ordinary pieces there."""
+    marian = {"pad": 0, "unk": 2, "bos": V - 1, "eos": 1}
+    sources, targets = random_pairs()
+    targets = [np.concatenate([row, [BOS_ID, EOS_ID]]) for row in targets]  # ordinary here
+    shortlist = Shortlist.build(
+        sources, targets, V, V, per_source=3, frequent=5, size=30, special_ids=marian
+    )
+    by_frequency = np.argsort(-shortlist.frequency, kind="stable").tolist()
+    assert by_frequency[:2] == sorted([BOS_ID, EOS_ID])  # the most frequent pieces
+    assert set(shortlist.always_ids.tolist()) == set(by_frequency[:5]) | {1, 2}
+    for batch in ([[7, 9, 0]], [[0]]):
+        ids = set(shortlist.vocab_ids(tf.constant(batch, tf.int32)).numpy().tolist())
+        assert {1, 2, BOS_ID, EOS_ID} <= ids and not ids & {0, V - 1}, batch
+    shortlist.save(tmp_path / "marian.npz")
+    assert Shortlist.load(tmp_path / "marian.npz").special_ids == marian
+    # A file saved before shortlists kept their ids has the package's numbering.
+    np.savez(
+        tmp_path / "old.npz",
+        candidates=shortlist.candidates,
+        frequency=shortlist.frequency,
+        frequent=5,
+        size=30,
+    )
+    old = Shortlist.load(tmp_path / "old.npz")
+    assert old.special_ids == {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
+    with pytest.raises(ValueError, match="counted for a vocabulary with other special ids"):
+        shortlist.checked_for(type("Vocabulary", (), {"special_ids": old.special_ids}))
+    assert old.checked_for(type("Vocabulary", (), {"special_ids": dict(old.special_ids)})) is old

@@ -20,13 +20,11 @@ the batch, so `size` is chosen for the batch size used.
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.constants import PAD_ID, SPECIAL_IDS
 from keras_transformer.errors import ArgumentError
 from keras_transformer.inference.probabilities import MINUS_INF
 from keras_transformer.models.step import Step, StepModel, StepWrapper
 from keras_transformer.validation import check_positive_int
-
-ALWAYS = (UNK_ID, EOS_ID)  # candidates of every batch
 
 
 class Shortlist:
@@ -44,6 +42,10 @@ class Shortlist:
             keeps.
         size: target pieces a batch decodes over (at most the vocabulary),
             at least the `frequent` pieces and the unknown piece and EOS.
+        special_ids: the target vocabulary's `{"pad", "unk", "bos", "eos"}`
+            ids (a tokenizer's `special_ids`): every batch keeps the unknown
+            piece and EOS and never decodes padding or BOS. Defaults to the
+            package's numbering (`constants.SPECIAL_IDS`).
 
     Examples:
         ```python
@@ -52,7 +54,7 @@ class Shortlist:
         ```
     """
 
-    def __init__(self, candidates, frequency, frequent, size):
+    def __init__(self, candidates, frequency, frequent, size, special_ids=None):
         self.candidates = np.asarray(candidates, np.int32)
         self.frequency = np.asarray(frequency, np.int64)
         if self.candidates.ndim != 2 or self.frequency.ndim != 1:
@@ -66,6 +68,8 @@ class Shortlist:
         self.target_vocab_size = len(self.frequency)
         self.frequent = min(frequent, self.target_vocab_size)
         self.size = min(size, self.target_vocab_size)
+        self.special_ids = dict(SPECIAL_IDS if special_ids is None else special_ids)
+        ids = self.special_ids
         order = np.argsort(-self.frequency, kind="stable")  # most frequent first
         rank = np.empty_like(order)
         rank[order] = np.arange(len(order))
@@ -73,8 +77,8 @@ class Shortlist:
         self._priority = (self.target_vocab_size - rank).astype(np.float32)  # (V,)
         always = np.zeros(self.target_vocab_size, bool)
         always[order[: self.frequent]] = True
-        always[[i for i in ALWAYS if i < self.target_vocab_size]] = True
-        always[[i for i in (PAD_ID, BOS_ID) if i < self.target_vocab_size]] = False
+        always[[i for i in (ids["unk"], ids["eos"]) if i < self.target_vocab_size]] = True
+        always[[i for i in (ids["pad"], ids["bos"]) if i < self.target_vocab_size]] = False
         self._always = always
         if self.size < always.sum():
             raise ArgumentError(
@@ -95,6 +99,7 @@ class Shortlist:
         per_source=20,
         frequent=256,
         size=1024,
+        special_ids=None,
     ):
         """A shortlist counted from tokenized training pairs.
 
@@ -111,6 +116,7 @@ class Shortlist:
             per_source: candidates per source piece, K.
             frequent: most frequent target pieces kept for every batch.
             size: target pieces a batch decodes over.
+            special_ids: the target vocabulary's special ids (see `Shortlist`).
         """
         check_positive_int("per_source", per_source)
         if len(source_rows) != len(target_rows):
@@ -137,7 +143,7 @@ class Shortlist:
             top = slice(starts[piece], min(ends[piece], starts[piece] + per_source))
             listed = keys[top][counts[top] > 0] % target_vocab_size
             candidates[piece, : len(listed)] = listed
-        return cls(candidates, frequency, frequent, size)
+        return cls(candidates, frequency, frequent, size, special_ids)
 
     def save(self, path):
         """Writes the shortlist to `path` (NumPy `.npz`)."""
@@ -147,18 +153,38 @@ class Shortlist:
             frequency=self.frequency,
             frequent=self.frequent,
             size=self.size,
+            special_ids=[self.special_ids[key] for key in SPECIAL_IDS],
         )
 
     @classmethod
     def load(cls, path, size=None):
-        """The shortlist saved at `path`, optionally with another batch `size`."""
+        """The shortlist saved at `path`, optionally with another batch `size`.
+
+        A file saved without special ids has the package's numbering.
+        """
         with np.load(path) as saved:
+            special_ids = None
+            if "special_ids" in saved:
+                special_ids = dict(zip(SPECIAL_IDS, saved["special_ids"].tolist(), strict=True))
             return cls(
                 saved["candidates"],
                 saved["frequency"],
                 int(saved["frequent"]),
                 int(saved["size"]) if size is None else size,
+                special_ids,
             )
+
+    def checked_for(self, tokenizer):
+        """The shortlist, or an `ArgumentError` if it was counted for a vocabulary whose
+        special ids are not `tokenizer`'s (the target tokenizer it decodes for)."""
+        if self.special_ids != tokenizer.special_ids:
+            raise ArgumentError(
+                "The shortlist was counted for a vocabulary with other special ids: "
+                f"{self.special_ids}, the target tokenizer's are {tokenizer.special_ids}. "
+                "Count it for this vocabulary: Shortlist.build(..., "
+                "special_ids=target_tokenizer.special_ids)."
+            )
+        return self
 
     def vocab_ids(self, source_ids):
         """The target pieces a batch decodes over: int32 `(size,)`, in no set order.

@@ -123,7 +123,9 @@ class Translator(tf.Module):
         self.jit_compile = jit_compile
         self.grow_cache = grow_cache
         self.shortlist = shortlist
-        self._decoded = model if shortlist is None else Shortlisted(model, shortlist)
+        self._decoded = model
+        if shortlist is not None:
+            self._decoded = Shortlisted(model, shortlist.checked_for(target_tokenizer))
         if not grow_cache:
             self._decoded = FixedCache(self._decoded)
         self._compiled_search = tf.function(

@@ -77,7 +77,9 @@ def load_shortlist(run_dir, config, source_tokenizer, target_tokenizer, size=Non
         decode["shortlist_per_source"], decode["shortlist_frequent"]
     )
     if os.path.exists(path):
-        return Shortlist.load(path, size)
+        shortlist = Shortlist.load(path, size)
+        if shortlist.special_ids == target_tokenizer.special_ids:
+            return shortlist  # else counted before shortlists kept their vocabulary's ids
     pairs = corpus_split(config["data"], config["data"]["train_split"])
     rows = [
         tokenizer.tokenize(tf.constant(texts)).to_list()
@@ -93,6 +95,7 @@ def load_shortlist(run_dir, config, source_tokenizer, target_tokenizer, size=Non
         per_source=decode["shortlist_per_source"],
         frequent=decode["shortlist_frequent"],
         size=size,
+        special_ids=target_tokenizer.special_ids,
     )
     shortlist.save(path)
     return shortlist
