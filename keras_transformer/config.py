@@ -58,16 +58,7 @@ MODEL_ARGUMENTS = [
     and name not in ("input_vocab_size", "target_vocab_size")
 ]
 # The `DecodeOptions` a run's `decode` section holds, with their defaults.
-DECODE_OPTIONS = [
-    "beam_size",
-    "alpha",
-    "max_length",
-    "max_length_a",
-    "max_length_b",
-    "min_length",
-    "no_repeat_ngram_size",
-    "patience",
-]
+DECODE_OPTIONS = DecodeOptions.names(config=True)
 DECODE_DEFAULTS = DecodeOptions()
 MODEL_SIZES = {"num_layers": 3, "d_model": 128, "num_heads": 4, "dff": 512}
 

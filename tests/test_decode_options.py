@@ -120,3 +120,21 @@ def test_the_options_type_the_config_and_the_command_line_take_the_same_values(n
             except argparse.ArgumentTypeError:
                 accepted["command line"] = False
         assert len(set(accepted.values())) == 1, (text, value, accepted)
+
+
+def test_each_option_is_declared_once_with_where_it_is_set():
+    """An option's field says whether a run's `decode` section holds it and which group of
+    flags gives it; the configuration and the command line are made from that."""
+    from keras_transformer.inference.options import OPTION_RULES, RUN, SAMPLING
+
+    assert list(OPTION_RULES) == DecodeOptions.names()
+    held = {k for k in default_config()["decode"] if k in DecodeOptions.names()}
+    assert held == set(DecodeOptions.names(config=True)) == set(DECODE_OPTIONS)
+    assert {"beam_size", "max_length", "alpha"} <= held and "max_source_length" not in held
+    commands = parser()._subparsers._group_actions[0].choices
+    flags = {name: {a.dest for a in sub._actions} for name, sub in commands.items()}
+    for name in DecodeOptions.names(flags=RUN):
+        assert [c for c in flags if name in flags[c]] == ["evaluate", "translate", "export"], name
+    for name in DecodeOptions.names(flags=SAMPLING):
+        assert [c for c in flags if name in flags[c]] == ["translate"], name
+    assert DecodeOptions.names(flags=SAMPLING) == ["temperature", "top_k", "top_p", "seed"]

@@ -6,20 +6,15 @@ import sys
 
 from keras_transformer.config import load_config
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.options import RUN, DecodeOptions
 
 
 def length_options(args):
-    """The length options, the beam search's patience and the shortlist size given on
-    the command line (None: the run's config)."""
-    names = [
-        "max_length_a",
-        "max_length_b",
-        "min_length",
-        "no_repeat_ngram_size",
-        "patience",
-        "shortlist",
-    ]
-    return {name: getattr(args, name) for name in names}
+    """The decoding options of a run given on the command line but the beam size and the
+    length penalty (the length options, the beam search's patience), and the shortlist
+    size (None: the run's config)."""
+    names = [name for name in DecodeOptions.names(flags=RUN) if name != "alpha"]
+    return {name: getattr(args, name) for name in [*names, "shortlist"]}
 
 
 def decoding_options(args):

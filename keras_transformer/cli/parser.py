@@ -15,7 +15,7 @@ from keras_transformer.cli.commands import (
 )
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.saved_model import SAVED_MODELS_DIR
-from keras_transformer.inference.options import OPTION_RULES, DecodeOptions
+from keras_transformer.inference.options import OPTION_RULES, RUN, SAMPLING, DecodeOptions
 
 DESCRIPTION = "train, evaluate, translate, export and average from a terminal"
 CONFIG_HELP = (
@@ -23,14 +23,6 @@ CONFIG_HELP = (
     "a packaged recipe (multi30k_de_en)"
 )
 # The `DecodeOptions` fields that evaluate, translate and export take as flags.
-DECODE_FLAGS = (
-    "alpha",
-    "max_length_a",
-    "max_length_b",
-    "min_length",
-    "no_repeat_ngram_size",
-    "patience",
-)
 
 
 def parser():
@@ -116,7 +108,7 @@ def add_translate(commands):
         "length shape first compiles for seconds",
     )
     defaults = DecodeOptions()
-    for name in ("temperature", "top_k", "top_p", "seed"):
+    for name in DecodeOptions.names(flags=SAMPLING):
         decode_option(translate, name, f"(default: {getattr(defaults, name)})")
         translate.set_defaults(**{name: getattr(defaults, name)})
     translate.set_defaults(command=run_translate)
@@ -271,7 +263,7 @@ def decode_arguments(p, several_beams=False):
         p.add_argument(
             "--beam-size", type=beam_sizes_one, help="1 for greedy (default: decode.beam_size)"
         )
-    for name in DECODE_FLAGS:
+    for name in DecodeOptions.names(flags=RUN):
         decode_option(p, name, f"(default: decode.{name})")
     p.add_argument(
         "--shortlist",

@@ -66,46 +66,19 @@ class OptionRule(NamedTuple):
         return value
 
 
-OPTION_RULES = {
-    "beam_size": OptionRule(int, "a positive integer", lambda v: v > 0, help="1 for greedy"),
-    "alpha": OptionRule(float, "a finite number", math.isfinite, help="length penalty"),
-    "max_length": OptionRule(int, "a positive integer", lambda v: v > 0),
-    "max_source_length": OptionRule(int, "a positive integer", lambda v: v > 0),
-    "n_best": OptionRule(int, "a positive integer", lambda v: v > 0),
-    "patience": OptionRule(
-        float,
-        "a number >= 1",
-        lambda v: 1 <= v < math.inf,
-        optional=True,
-        help="end a sentence's beam search once PATIENCE * beam size hypotheses have ended, "
-        "not only when its output is certain",
-    ),
-    "max_length_a": OptionRule(
-        float,
-        "a finite number >= 0",
-        lambda v: 0 <= v < math.inf,
-        help="outputs have at most A * source tokens + B tokens",
-    ),
-    "max_length_b": OptionRule(
-        int, "an integer", lambda v: True, optional=True, help="B of --max-length-a"
-    ),
-    "min_length": OptionRule(
-        int, "an integer >= 0", lambda v: v >= 0, help="fewest tokens before the end of an output"
-    ),
-    "no_repeat_ngram_size": OptionRule(
-        int,
-        "an integer >= 0",
-        lambda v: v >= 0,
-        help="no n-gram of this size twice in an output; 0: allowed",
-    ),
-    "sample": OptionRule(bool, "true or false", lambda v: True),
-    "temperature": OptionRule(
-        float, "a number > 0", lambda v: 0 < v < math.inf, help="with --sample"
-    ),
-    "top_k": OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample (0: all)"),
-    "top_p": OptionRule(float, "a number in (0, 1]", lambda v: 0 < v <= 1, help="with --sample"),
-    "seed": OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample"),
-}
+# Which command-line flags give an option (`DecodeOptions.names(flags=...)`): the decoding
+# flags of `evaluate`, `translate` and `export` over a run, or `translate`'s sampling flags.
+RUN = "run"
+SAMPLING = "sampling"
+
+
+def option(default, rule, config=False, flags=None):
+    """A field of `DecodeOptions`: its default and `OptionRule`, whether a run's
+    configuration holds it (its `decode` section), and the group of command-line
+    flags that gives it (`RUN`, `SAMPLING`, or None for none or a flag of its own)."""
+    return dataclasses.field(
+        default=default, metadata={"rule": rule, "config": config, "flags": flags}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,21 +119,90 @@ class DecodeOptions:
         True
     """
 
-    beam_size: int = BEAM_SIZE
-    alpha: float = ALPHA
-    max_length: int = MAX_LENGTH
-    max_source_length: int = 256
-    n_best: int = 1
-    patience: float | None = None
-    max_length_a: float = 0.0
-    max_length_b: int | None = None
-    min_length: int = 0
-    no_repeat_ngram_size: int = 0
-    sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
+    beam_size: int = option(
+        BEAM_SIZE, OptionRule(int, "a positive integer", lambda v: v > 0, help="1 for greedy"), True
+    )
+    alpha: float = option(
+        ALPHA, OptionRule(float, "a finite number", math.isfinite, help="length penalty"), True, RUN
+    )
+    max_length: int = option(
+        MAX_LENGTH, OptionRule(int, "a positive integer", lambda v: v > 0), True
+    )
+    max_source_length: int = option(256, OptionRule(int, "a positive integer", lambda v: v > 0))
+    n_best: int = option(1, OptionRule(int, "a positive integer", lambda v: v > 0))
+    patience: float | None = option(
+        None,
+        OptionRule(
+            float,
+            "a number >= 1",
+            lambda v: 1 <= v < math.inf,
+            optional=True,
+            help="end a sentence's beam search once PATIENCE * beam size hypotheses have "
+            "ended, not only when its output is certain",
+        ),
+        True,
+        RUN,
+    )
+    max_length_a: float = option(
+        0.0,
+        OptionRule(
+            float,
+            "a finite number >= 0",
+            lambda v: 0 <= v < math.inf,
+            help="outputs have at most A * source tokens + B tokens",
+        ),
+        True,
+        RUN,
+    )
+    max_length_b: int | None = option(
+        None,
+        OptionRule(int, "an integer", lambda v: True, optional=True, help="B of --max-length-a"),
+        True,
+        RUN,
+    )
+    min_length: int = option(
+        0,
+        OptionRule(
+            int,
+            "an integer >= 0",
+            lambda v: v >= 0,
+            help="fewest tokens before the end of an output",
+        ),
+        True,
+        RUN,
+    )
+    no_repeat_ngram_size: int = option(
+        0,
+        OptionRule(
+            int,
+            "an integer >= 0",
+            lambda v: v >= 0,
+            help="no n-gram of this size twice in an output; 0: allowed",
+        ),
+        True,
+        RUN,
+    )
+    sample: bool = option(False, OptionRule(bool, "true or false", lambda v: True))
+    temperature: float = option(
+        1.0,
+        OptionRule(float, "a number > 0", lambda v: 0 < v < math.inf, help="with --sample"),
+        flags=SAMPLING,
+    )
+    top_k: int = option(
+        0,
+        OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample (0: all)"),
+        flags=SAMPLING,
+    )
+    top_p: float = option(
+        1.0,
+        OptionRule(float, "a number in (0, 1]", lambda v: 0 < v <= 1, help="with --sample"),
+        flags=SAMPLING,
+    )
+    seed: int = option(
+        0,
+        OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample"),
+        flags=SAMPLING,
+    )
 
     def __post_init__(self):
         for name, rule in OPTION_RULES.items():
@@ -173,9 +215,16 @@ class DecodeOptions:
             )
 
     @classmethod
-    def names(cls):
-        """The options' names, in order."""
-        return [field.name for field in dataclasses.fields(cls)]
+    def names(cls, config=None, flags=None):
+        """The options' names, in order: all of them, or those a run's configuration
+        holds (`config=True`), or those a group of command-line flags gives (`flags=RUN`
+        or `SAMPLING`)."""
+        return [
+            field.name
+            for field in dataclasses.fields(cls)
+            if (config is None or field.metadata["config"] == config)
+            and (flags is None or field.metadata["flags"] == flags)
+        ]
 
     @property
     def length_options(self):
@@ -211,6 +260,10 @@ class DecodeOptions:
         options = {k: v for k, v in values.items() if k not in (*others, "format_version")}
         unknown_names("decoding option", options, cls.names())
         return cls(**options)
+
+
+# What each option may be, by name: the configuration and the command line check by it too.
+OPTION_RULES = {field.name: field.metadata["rule"] for field in dataclasses.fields(DecodeOptions)}
 
 
 def unknown_names(what, given, known):
@@ -269,25 +322,6 @@ def check_length_options(options, max_length):
             f"Received: min_length={options.min_length}, max_length={max_length}"
         )
     return options
-
-
-def check_beam_options(max_length, beam_size, alpha, n_best, patience=None):
-    """Raises an `ArgumentError` naming the first of beam search's options out of range."""
-    for name, value in [("max_length", max_length), ("beam_size", beam_size), ("alpha", alpha)]:
-        OPTION_RULES[name].check(name, value)
-    OPTION_RULES["patience"].check("patience", patience)
-    if n_best is not None:
-        OPTION_RULES["n_best"].check("n_best", n_best)
-        if n_best > beam_size:
-            raise ArgumentError(
-                f"`n_best` can be at most `beam_size`. Received: n_best={n_best}, "
-                f"beam_size={beam_size}"
-            )
-
-
-def check_alpha(alpha):
-    """Raises an `ArgumentError` unless the length penalty's `alpha` is a finite number."""
-    OPTION_RULES["alpha"].check("alpha", alpha)
 
 
 def check_sampling(temperature, top_k, top_p):
