@@ -70,6 +70,9 @@ class OptionRule(NamedTuple):
 # flags of `evaluate`, `translate` and `export` over a run, or `translate`'s sampling flags.
 RUN = "run"
 SAMPLING = "sampling"
+# The rules several options share.
+POSITIVE_INT = OptionRule(int, "a positive integer", lambda v: v > 0)
+COUNT = OptionRule(int, "an integer >= 0", lambda v: v >= 0)
 
 
 def option(default, rule, config=False, flags=None):
@@ -119,17 +122,16 @@ class DecodeOptions:
         True
     """
 
-    beam_size: int = option(
-        BEAM_SIZE, OptionRule(int, "a positive integer", lambda v: v > 0, help="1 for greedy"), True
-    )
+    beam_size: int = option(BEAM_SIZE, POSITIVE_INT._replace(help="1 for greedy"), config=True)
     alpha: float = option(
-        ALPHA, OptionRule(float, "a finite number", math.isfinite, help="length penalty"), True, RUN
+        ALPHA,
+        OptionRule(float, "a finite number", math.isfinite, help="length penalty"),
+        config=True,
+        flags=RUN,
     )
-    max_length: int = option(
-        MAX_LENGTH, OptionRule(int, "a positive integer", lambda v: v > 0), True
-    )
-    max_source_length: int = option(256, OptionRule(int, "a positive integer", lambda v: v > 0))
-    n_best: int = option(1, OptionRule(int, "a positive integer", lambda v: v > 0))
+    max_length: int = option(MAX_LENGTH, POSITIVE_INT, config=True)
+    max_source_length: int = option(256, POSITIVE_INT)
+    n_best: int = option(1, POSITIVE_INT)
     patience: float | None = option(
         None,
         OptionRule(
@@ -140,8 +142,8 @@ class DecodeOptions:
             help="end a sentence's beam search once PATIENCE * beam size hypotheses have "
             "ended, not only when its output is certain",
         ),
-        True,
-        RUN,
+        config=True,
+        flags=RUN,
     )
     max_length_a: float = option(
         0.0,
@@ -151,36 +153,26 @@ class DecodeOptions:
             lambda v: 0 <= v < math.inf,
             help="outputs have at most A * source tokens + B tokens",
         ),
-        True,
-        RUN,
+        config=True,
+        flags=RUN,
     )
     max_length_b: int | None = option(
         None,
         OptionRule(int, "an integer", lambda v: True, optional=True, help="B of --max-length-a"),
-        True,
-        RUN,
+        config=True,
+        flags=RUN,
     )
     min_length: int = option(
         0,
-        OptionRule(
-            int,
-            "an integer >= 0",
-            lambda v: v >= 0,
-            help="fewest tokens before the end of an output",
-        ),
-        True,
-        RUN,
+        COUNT._replace(help="fewest tokens before the end of an output"),
+        config=True,
+        flags=RUN,
     )
     no_repeat_ngram_size: int = option(
         0,
-        OptionRule(
-            int,
-            "an integer >= 0",
-            lambda v: v >= 0,
-            help="no n-gram of this size twice in an output; 0: allowed",
-        ),
-        True,
-        RUN,
+        COUNT._replace(help="no n-gram of this size twice in an output; 0: allowed"),
+        config=True,
+        flags=RUN,
     )
     sample: bool = option(False, OptionRule(bool, "true or false", lambda v: True))
     temperature: float = option(
@@ -188,21 +180,13 @@ class DecodeOptions:
         OptionRule(float, "a number > 0", lambda v: 0 < v < math.inf, help="with --sample"),
         flags=SAMPLING,
     )
-    top_k: int = option(
-        0,
-        OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample (0: all)"),
-        flags=SAMPLING,
-    )
+    top_k: int = option(0, COUNT._replace(help="with --sample (0: all)"), flags=SAMPLING)
     top_p: float = option(
         1.0,
         OptionRule(float, "a number in (0, 1]", lambda v: 0 < v <= 1, help="with --sample"),
         flags=SAMPLING,
     )
-    seed: int = option(
-        0,
-        OptionRule(int, "an integer >= 0", lambda v: v >= 0, help="with --sample"),
-        flags=SAMPLING,
-    )
+    seed: int = option(0, COUNT._replace(help="with --sample"), flags=SAMPLING)
 
     def __post_init__(self):
         for name, rule in OPTION_RULES.items():
