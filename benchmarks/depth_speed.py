@@ -36,15 +36,7 @@ def build(encoder_layers, decoder_layers):
     functions of a batch of sources (the training step ignores it and trains on
     fixed random pairs)."""
     model = kt.Transformer(
-        encoder_layers,
-        256,
-        4,
-        1024,
-        VOCAB,
-        VOCAB,
-        shared_embeddings="all",
-        num_encoder_layers=encoder_layers,
-        num_decoder_layers=decoder_layers,
+        (encoder_layers, decoder_layers), 256, 4, 1024, VOCAB, VOCAB, shared_embeddings="all"
     )
     model.compile(optimizer="adam", loss=kt.MaskedSparseCategoricalCrossentropy())
     rng = np.random.default_rng(0)

@@ -40,6 +40,7 @@ SCHEME_SETTINGS = {
     "rotary": [],
     "relative": ["model.max_relative_position=16"],
     "relative_bias": [],
+    "alibi": [],
 }
 
 

@@ -41,6 +41,7 @@ SCHEMES = {
     "rotary": ["model.positions=rotary"],
     "relative": ["model.positions=relative", "model.max_relative_position=16"],
     "relative_bias": ["model.positions=relative_bias"],
+    "alibi": ["model.positions=alibi"],
 }
 
 

@@ -28,17 +28,20 @@ from decode_speed import time_alternately, xla_searches  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer.config import load_config  # noqa: E402
+from keras_transformer.layers import Learned, ShawRelative, Sinusoidal  # noqa: E402
+from keras_transformer.model_section import model_arguments  # noqa: E402
 
 BOS, NEVER = 2, -1  # NEVER: an EOS id no search can produce
 VOCAB, SOURCE_LENGTH, NEW_TOKENS = 500, 16, 32
 SCHEMES = {
-    "sinusoidal": {},
-    "learned": dict(positions="learned", max_positions=64),
-    "every_layer": dict(add_positions="every_layer"),
-    "queries_and_keys": dict(add_positions="queries_and_keys"),
-    "rotary": dict(positions="rotary"),
-    "relative": dict(positions="relative", max_relative_position=16),
-    "relative_bias": dict(positions="relative_bias"),
+    "sinusoidal": "sinusoidal",
+    "learned": Learned(64),
+    "every_layer": Sinusoidal(placement="every_layer"),
+    "queries_and_keys": Sinusoidal(placement="queries_and_keys"),
+    "rotary": "rotary",
+    "relative": ShawRelative(16),
+    "relative_bias": "relative_bias",
+    "alibi": "alibi",
 }
 
 
@@ -48,14 +51,14 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
-    shape = {**load_config()["model"]}
+    shape = model_arguments(load_config()["model"])
     rng = np.random.default_rng(0)
     batch = rng.integers(3, VOCAB, (args.batch, SOURCE_LENGTH)).astype("int32")
     singles = [batch[i : i + 1] for i in range(8)]
     functions = {}
-    for scheme, options in SCHEMES.items():
+    for scheme, positions in SCHEMES.items():
         model = kt.Transformer(
-            **{**shape, **options}, input_vocab_size=VOCAB, target_vocab_size=VOCAB
+            **{**shape, "positions": positions}, input_vocab_size=VOCAB, target_vocab_size=VOCAB
         )
         model((batch[:1], batch[:1, :2]))
         for name, function in xla_searches(model, BOS, NEVER, NEW_TOKENS).items():

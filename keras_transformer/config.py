@@ -29,13 +29,14 @@ from keras_transformer.datasets.splits import CORPUS_KINDS
 from keras_transformer.errors import ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import OPTION_RULES
-from keras_transformer.layers.positional_encoding import (
-    ADD_POSITIONS,
-    LAYOUTS,
-    POSITIONS,
-    check_positions,
+from keras_transformer.layers import positions as position_schemes
+from keras_transformer.layers.positional_encoding import LAYOUTS
+from keras_transformer.model_section import (
+    DEPTH_KEYS,
+    MODEL_ARGUMENTS,
+    POSITION_KEYS,
+    model_arguments,
 )
-from keras_transformer.layers.relative import check_relative_position
 from keras_transformer.models import Transformer
 from keras_transformer.models.transformer import SHARED_EMBEDDINGS
 from keras_transformer.text import TOKENIZER_TYPES
@@ -48,15 +49,6 @@ def signature_defaults(function, names):
     return {name: parameters[name].default for name in names}
 
 
-# The model section is `Transformer`'s arguments: its defaults are the model's,
-# except for the four sizes, which the config sets for the built-in corpus.
-# The vocabulary sizes come from the trained tokenizers.
-MODEL_ARGUMENTS = [
-    name
-    for name, parameter in inspect.signature(Transformer).parameters.items()
-    if parameter.kind is parameter.POSITIONAL_OR_KEYWORD
-    and name not in ("input_vocab_size", "target_vocab_size")
-]
 # The `DecodeOptions` a run's `decode` section holds, with their defaults.
 DECODE_OPTIONS = DecodeOptions.names(config=True)
 DECODE_DEFAULTS = DecodeOptions()
@@ -86,7 +78,12 @@ DEFAULTS = {
         "sampling_alpha": None,
         "sampling_nbest_size": -1,
     },
-    "model": {**signature_defaults(Transformer, MODEL_ARGUMENTS), **MODEL_SIZES},
+    "model": {
+        **signature_defaults(Transformer, MODEL_ARGUMENTS),
+        **MODEL_SIZES,
+        **DEPTH_KEYS,
+        **POSITION_KEYS,
+    },
     "train": {
         "epochs": 6,
         "warmup_steps": 500,
@@ -203,15 +200,15 @@ RULES = {
         "norm_first": FLAG,
         "layer_norm_epsilon": POSITIVE,
         "activation": TEXT,
-        "positional_encoding_layout": one_of(*LAYOUTS),
         "shared_embeddings": one_of(*SHARED_EMBEDDINGS),
+        "positions": one_of(*position_schemes.SCHEMES),
+        "start_from_zero_embedding": FLAG,
         "num_encoder_layers": optional(POSITIVE_INT),
         "num_decoder_layers": optional(POSITIVE_INT),
-        "positions": one_of(*POSITIONS),
+        "positional_encoding_layout": one_of(*LAYOUTS),
         "max_positions": optional(POSITIVE_INT),
-        "add_positions": one_of(*ADD_POSITIONS),
+        "add_positions": one_of(*position_schemes.PLACEMENTS),
         "max_relative_position": optional(POSITIVE_INT),
-        "start_from_zero_embedding": FLAG,
     },
     "train": {
         "epochs": POSITIVE_INT,
@@ -316,23 +313,21 @@ def load_config(path=None, overrides=(), base=None):
 
 
 def check_model_positions(config):
-    """A `ConfigError` where the position options do not go together (`check_positions`,
-    `check_relative_position`) or a learned table is shorter than the sentences the run
-    trains on or decodes."""
+    """A `ConfigError` where the position keys do not go together (`model_arguments`) or a
+    learned table is shorter than the sentences the run trains on or decodes."""
     model, data, decode = config["model"], config["data"], config["decode"]
     try:
-        check_positions(model["positions"], model["max_positions"], model["add_positions"])
-        check_relative_position(model["positions"], model["max_relative_position"])
+        limit = model_arguments(model)["positions"].max_positions
     except ValueError as error:
         raise ConfigError(f"The model section's positions do not go together: {error}") from None
     lengths = {
         "data.max_length": data["max_length"],
         "decode.max_length": decode["max_length"],
     }
-    if model["max_positions"] is not None and max(lengths.values()) > model["max_positions"]:
+    if limit is not None and max(lengths.values()) > limit:
         received = ", ".join(f"{key}={value}" for key, value in lengths.items())
         raise ConfigError(
-            f"model.max_positions={model['max_positions']} is shorter than the sentences "
+            f"model.max_positions={limit} is shorter than the sentences "
             f"the run reads: {received}. Raise it or lower those."
         )
 

@@ -110,6 +110,33 @@ HELP = {
         "shortlist_per_source": "Target pieces each source piece brings into a shortlist.",
         "shortlist_frequent": "The most frequent target pieces every shortlist holds.",
     },
+    "model": {  # the keys that are not `Transformer` arguments, or differ from them
+        "num_layers": "Layers N of the encoder and of the decoder, unless the next two "
+        "keys set a side's own.",
+        "num_encoder_layers": "Encoder layers, if not `num_layers`.",
+        "num_decoder_layers": "Decoder layers, if not `num_layers`. A deep encoder with a "
+        "shallow decoder decodes faster for the same size (Kasai et al., 2021): the encoder "
+        "runs once per sentence, the decoder once per output token.",
+        "positions": "How the model tells where a token is (`keras_transformer.layers."
+        "positions`): `sinusoidal` (the paper's fixed table), `learned` (a trained table of "
+        "`max_positions` rows per side), `rotary` (the queries and keys of every "
+        "self-attention rotated by their positions), `relative` (Shaw et al.'s learned "
+        "vectors per distance, clipped at `max_relative_position`, added to the keys and "
+        "values of every self-attention), `relative_bias` (T5's learned scalar per head and "
+        "distance bucket, added to the logits) or `alibi` (a fixed slope per head times the "
+        "distance, added to the logits; Press et al., 2022).",
+        "positional_encoding_layout": '`"interleaved"` (paper) or `"concatenated"` (TF '
+        "tutorial, Marian): how the sinusoidal table orders its sines and cosines.",
+        "max_positions": "Rows of the learned table, the longest source or target the model "
+        "reads; required with `positions: learned`.",
+        "add_positions": "Where a table of positions enters each stack: `input` (the "
+        "embeddings), `every_layer` (every layer's input too) or `queries_and_keys` (the "
+        "query and key inputs of every self-attention, never the values); `input` for the "
+        "schemes without a table.",
+        "max_relative_position": "The distance k beyond which relative positions are clipped "
+        "(2k + 1 vectors of keys and of values per layer); required with `positions: "
+        "relative`.",
+    },
 }
 
 SECTIONS = {
@@ -155,7 +182,9 @@ def key_help():
     """`{section: {key: description}}` for every key of the configuration."""
     described = {section: dict(keys) for section, keys in HELP.items()}
     model_help = argument_help(Transformer)
-    described["model"] = {key: as_key_help(model_help[key]) for key in RULES["model"]}
+    described["model"] = {
+        key: described["model"].get(key) or as_key_help(model_help[key]) for key in RULES["model"]
+    }
     decode_help = argument_help(DecodeOptions)
     described["decode"].update({key: as_key_help(decode_help[key]) for key in DECODE_OPTIONS})
     return {

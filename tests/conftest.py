@@ -226,7 +226,7 @@ def randomize_position_tables(model, seed=0):
     outputs."""
     rng = np.random.default_rng(seed)
     for stack in (model.encoder, model.decoder):
-        if stack.embedding.positions != "learned":
+        if stack.embedding.positions.name != "learned":
             continue
         table = stack.embedding.position_encoding.embeddings  # (max_positions, D)
         table.assign(rng.normal(size=table.shape).astype("float32"))

@@ -1,6 +1,7 @@
 """Positions inside attention against the papers' formulas written in NumPy: rotary
-positions (Su et al., 2021), relative position representations (Shaw et al., 2018) and
-T5's relative attention bias (Raffel et al., 2020), and the options that go with them.
+positions (Su et al., 2021), relative position representations (Shaw et al., 2018),
+T5's relative attention bias (Raffel et al., 2020) and ALiBi (Press et al., 2022), and the
+options that go with them.
 
 The cached steps of such models are checked against their full passes in
 `test_search.py`, CTranslate2's scores in `test_ctranslate2.py`, the exports in
@@ -12,7 +13,8 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer.errors import ArgumentError
-from keras_transformer.layers import rotary_positions
+from keras_transformer.layers import ALiBi, Rotary, ShawRelative, T5Bias, rotary_positions
+from keras_transformer.layers.positions import alibi_slopes
 from keras_transformer.layers.relative import relative_buckets, relative_indices
 
 
@@ -69,12 +71,23 @@ def test_t5_buckets_are_the_papers_for_near_far_and_future_keys():
         np.testing.assert_array_equal(got, expected, err_msg=f"bidirectional={bidirectional}")
 
 
+def test_alibi_slopes_are_the_papers_geometric_sequences():
+    """Press et al. (2022), §3: for 8 heads 1/2, 1/4, ..., 1/256; for a head count that is
+    not a power of two, the slopes of the power below, then every other slope of twice it."""
+    np.testing.assert_allclose(alibi_slopes(8), [2.0**-h for h in range(1, 9)])
+    np.testing.assert_allclose(alibi_slopes(4), [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8])
+    np.testing.assert_allclose(
+        alibi_slopes(6), [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    )
+
+
 def numpy_self_attention(layer, x, key_mask, causal, scheme):
     """Multi-head self-attention from NumPy: queries and keys rotated before their product
-    (`"rotary"`), or Shaw et al.'s eqs. 3-5 with `a_ij = w[clip(j - i, -k, k) + k]`
-    (`"relative"`), or T5's bias per head and bucket added to the logits
-    (`"relative_bias"`, unidirectional buckets when `causal`). `key_mask` `(B, L)`: True at
-    the keys every query may attend to; with `causal`, those up to its own position."""
+    (`Rotary`), or Shaw et al.'s eqs. 3-5 with `a_ij = w[clip(j - i, -k, k) + k]`
+    (`ShawRelative`), or T5's bias per head and bucket added to the logits (`T5Bias`,
+    unidirectional buckets when `causal`), or ALiBi's `-m_h |i - j|` with the paper's slopes
+    for 4 heads (`ALiBi`). `key_mask` `(B, L)`: True at the keys every query may attend
+    to; with `causal`, those up to its own position."""
     weights = {w.path.split("/")[-1]: np.asarray(w) for w in layer.weights}
     heads, depth, length = layer.num_heads, layer.depth, x.shape[1]
     mask = np.broadcast_to(key_mask[:, None, :], (x.shape[0], length, length))
@@ -90,7 +103,7 @@ def numpy_self_attention(layer, x, key_mask, causal, scheme):
         q, k = numpy_rotation(q), numpy_rotation(k)
     logits = np.einsum("bhik,bhjk->bhij", q, k)
     if scheme == "relative":
-        clip = layer.max_relative_position
+        clip = layer.positions.max_distance
         rows = np.clip(np.arange(length)[None, :] - np.arange(length)[:, None], -clip, clip)
         key_vectors = weights["relative_keys"][rows + clip]  # (L, L, K): a^K_ij
         value_vectors = weights["relative_values"][rows + clip]
@@ -101,6 +114,11 @@ def numpy_self_attention(layer, x, key_mask, causal, scheme):
             [numpy_t5_bucket(i, j, not causal) for j in range(length)] for i in range(length)
         ]
         logits += weights["relative_attention_bias"][np.array(buckets)].transpose(2, 0, 1)
+    if scheme == "alibi":
+        assert heads == 4
+        slopes = np.array([1 / 4, 1 / 16, 1 / 64, 1 / 256])  # 2^(-8h/H), h = 1..4
+        distance = np.abs(np.arange(length)[None, :] - np.arange(length)[:, None])
+        logits -= slopes[:, None, None] * distance
     logits = np.where(mask[:, None], logits, -1e9)  # (B, H, L, L)
     attention = np.exp(logits - logits.max(-1, keepdims=True))
     attention /= attention.sum(-1, keepdims=True)
@@ -111,25 +129,19 @@ def numpy_self_attention(layer, x, key_mask, causal, scheme):
     return attended @ weights["output_kernel"] + weights["output_bias"]
 
 
-SCHEMES = [
-    ("rotary", {}),
-    ("relative", {"max_relative_position": 2}),
-    ("relative_bias", {}),
-]
+SCHEMES = [Rotary(), ShawRelative(2), T5Bias(), ALiBi()]
 
 
-@pytest.mark.parametrize("scheme, options", SCHEMES)
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda scheme: scheme.name)
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_with_positions_is_the_papers_attention_in_numpy(scheme, options, causal):
+def test_attention_with_positions_is_the_papers_attention_in_numpy(scheme, causal):
     rng = np.random.default_rng(1)
     length = 20  # T5's buckets differ each way beyond distance 8
     x = rng.normal(size=(2, length, 16)).astype("float32")
     key_mask = np.array([[True] * length, [True] * (length - 3) + [False] * 3])
-    layer = kt.layers.MultiHeadAttention(
-        16, 4, positions=scheme, bias_initializer="normal", **options
-    )
+    layer = kt.layers.MultiHeadAttention(16, 4, positions=scheme, bias_initializer="normal")
     outputs = np.asarray(layer(x, x, value_mask=key_mask, use_causal_mask=causal))
-    expected = numpy_self_attention(layer, x, key_mask, causal, scheme)
+    expected = numpy_self_attention(layer, x, key_mask, causal, scheme.name)
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
     plain = kt.layers.MultiHeadAttention(16, 4)  # the same projections, no positions
     plain.build(x.shape, x.shape)
@@ -138,12 +150,12 @@ def test_attention_with_positions_is_the_papers_attention_in_numpy(scheme, optio
     assert np.abs(unplaced - outputs).max() > 0.01
 
 
-@pytest.mark.parametrize("scheme, options", SCHEMES)
-def test_a_cached_step_attends_as_the_causal_full_pass_at_every_position(scheme, options):
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda scheme: scheme.name)
+def test_a_cached_step_attends_as_the_causal_full_pass_at_every_position(scheme):
     """Twenty steps, far enough for T5's unidirectional buckets to leave the exact ones."""
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 20, 16)).astype("float32")
-    layer = kt.layers.MultiHeadAttention(16, 4, positions=scheme, **options)
+    layer = kt.layers.MultiHeadAttention(16, 4, positions=scheme)
     full = np.asarray(layer(x, x, use_causal_mask=True))
     keys = np.zeros((2, 4, 20, 4), "float32")  # (B, H, L, K)
     cache, steps = (keys, keys), []
@@ -163,13 +175,9 @@ def test_relative_indices_clip_the_distance_from_query_to_key():
     ]  # a query at 3, keys at 0..4 (one step of incremental decoding)
 
 
-@pytest.mark.parametrize("scheme, options", SCHEMES)
-def test_positions_in_attention_enter_self_attention_only_and_round_trip_the_config(
-    scheme, options
-):
-    model = kt.Transformer(
-        2, 16, 2, 32, 30, 30, positions=scheme, shared_embeddings="all", **options
-    )
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda scheme: scheme.name)
+def test_positions_in_attention_enter_self_attention_only_and_round_trip_the_config(scheme):
+    model = kt.Transformer(2, 16, 2, 32, 30, 30, positions=scheme, shared_embeddings="all")
     source, target = np.array([[4, 9, 7, 0]]), np.array([[2, 5, 8]])
     logits = np.asarray(model((source, target)))
     for stack in (model.encoder, model.decoder):
@@ -177,6 +185,7 @@ def test_positions_in_attention_enter_self_attention_only_and_round_trip_the_con
         assert [block.self_attention.positions for block in stack.blocks] == [scheme] * 2
     assert [block.cross_attention.positions for block in model.decoder.blocks] == [None] * 2
     again = kt.Transformer.from_config(model.get_config())
+    assert again.positions == scheme
     again((source, target))
     again.set_weights(model.get_weights())
     np.testing.assert_allclose(np.asarray(again((source, target))), logits, atol=1e-6)
@@ -185,25 +194,18 @@ def test_positions_in_attention_enter_self_attention_only_and_round_trip_the_con
 def test_positions_in_attention_refuse_what_they_cannot_do():
     with pytest.raises(ArgumentError, match=r"head depth d_model / num_heads must be even"):
         kt.layers.MultiHeadAttention(12, 4, positions="rotary")
-    with pytest.raises(ArgumentError, match=r"positions='rotary' has none"):
+    with pytest.raises(ArgumentError, match=r"adds a table to the inputs, not to attention"):
+        kt.layers.MultiHeadAttention(16, 2, positions="sinusoidal")
+    with pytest.raises(ArgumentError, match=r"`add_positions` is a setting of.*not of "):
         kt.layers.Encoder(2, 16, 2, 32, 30, positions="rotary", add_positions="every_layer")
     with pytest.raises(ArgumentError, match=r"needs the `step` being decoded"):
         layer = kt.layers.MultiHeadAttention(16, 2, positions="rotary")
         keys = np.zeros((1, 2, 3, 8), "float32")
         layer.build((1, 1, 16), (1, 3, 16))
         layer.call_with_cache(np.zeros((1, 1, 16), "float32"), (keys, keys))
-    with pytest.raises(ArgumentError, match=r"`max_relative_position` is the clipping distance"):
+    with pytest.raises(ArgumentError, match=r"needs `max_relative_position`"):
         kt.Transformer(2, 16, 2, 32, 30, 30, positions="relative")
-    with pytest.raises(ArgumentError, match=r"max_relative_position=4"):
+    with pytest.raises(ArgumentError, match=r"\['max_relative_position'\] go with a scheme's name"):
         kt.layers.MultiHeadAttention(16, 2, max_relative_position=4)
-    with pytest.raises(ArgumentError, match=r"positions='relative' has none"):
-        kt.layers.Decoder(
-            2,
-            16,
-            2,
-            32,
-            30,
-            positions="relative",
-            max_relative_position=4,
-            add_positions="every_layer",
-        )
+    with pytest.raises(ArgumentError, match=r"`num_buckets` must be even and at least 4"):
+        T5Bias(num_buckets=3)

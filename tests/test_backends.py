@@ -39,7 +39,7 @@ JAX_SIDE = REUSE_FAULTS + textwrap.dedent(
     x, y = (batch["source"], batch["target_in"]), batch["target_out"]
     model = keras.models.load_model(os.path.join(directory, "tensorflow.keras"))
     np.save(os.path.join(directory, "jax_logits.npy"), np.asarray(model(x)))
-    for scheme in ("learned", "rotary", "relative", "relative_bias", "queries_and_keys"):
+    for scheme in ("learned", "rotary", "relative", "relative_bias", "alibi", "queries_and_keys"):
         other = keras.models.load_model(os.path.join(directory, f"{scheme}.keras"))
         np.save(os.path.join(directory, f"jax_{scheme}_logits.npy"), np.asarray(other(x)))
     keras.utils.set_random_seed(0)
@@ -108,13 +108,14 @@ def test_a_transformer_moves_between_tensorflow_and_jax(tmp_path):
     expected = np.asarray(model(x))
     model.save(tmp_path / "tensorflow.keras")
     schemes = {
-        "learned": kt.Transformer(2, 32, 4, 64, 40, 50, positions="learned", max_positions=8),
+        "learned": kt.Transformer(2, 32, 4, 64, 40, 50, positions=kt.layers.Learned(8)),
         "rotary": kt.Transformer(2, 32, 4, 64, 40, 50, positions="rotary"),
-        "relative": kt.Transformer(
-            2, 32, 4, 64, 40, 50, positions="relative", max_relative_position=3
-        ),
+        "relative": kt.Transformer(2, 32, 4, 64, 40, 50, positions=kt.layers.ShawRelative(3)),
         "relative_bias": kt.Transformer(2, 32, 4, 64, 40, 50, positions="relative_bias"),
-        "queries_and_keys": kt.Transformer(2, 32, 4, 64, 40, 50, add_positions="queries_and_keys"),
+        "alibi": kt.Transformer(2, 32, 4, 64, 40, 50, positions="alibi"),
+        "queries_and_keys": kt.Transformer(
+            2, 32, 4, 64, 40, 50, positions=kt.layers.Sinusoidal(placement="queries_and_keys")
+        ),
     }
     for scheme, other in schemes.items():
         other(x)

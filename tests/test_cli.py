@@ -549,6 +549,8 @@ def test_a_run_whose_start_failed_before_its_data_loaded_takes_a_changed_config(
 
 def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
     from keras_transformer.config import DEFAULTS, load_config
+    from keras_transformer.layers import ShawRelative
+    from keras_transformer.model_section import model_arguments, model_section
 
     chosen = {
         "num_layers": 2,
@@ -576,8 +578,11 @@ def test_every_model_argument_can_be_set_from_the_command_line(tmp_path):
     overrides.append("tokenizer.shared=true")  # shared_embeddings "all" needs one vocabulary
     run_dir = tmp_path / "run"
     assert tiny_train(run_dir, "train.epochs=1", "data.train_limit=64", *overrides) == 0
-    config = keras.models.load_model(run_dir / "model.keras").get_config()
-    assert {k: config[k] for k in chosen} == chosen
+    trained = keras.models.load_model(run_dir / "model.keras")
+    expected = model_arguments({**DEFAULTS["model"], **chosen})
+    assert expected["positions"] == ShawRelative(4)
+    assert expected["num_layers"] == (3, 1)
+    assert model_arguments(model_section(trained)) == expected
     table = load_config(overrides=[f"model.{k}={v}" for k, v in with_a_table.items()])["model"]
     assert {k: table[k] for k in with_a_table} == with_a_table  # a learned table's keys
 

@@ -6,9 +6,26 @@ import pytest
 
 import keras_transformer as kt
 from keras_transformer import config as cfg
+from keras_transformer.errors import ArgumentError
 from keras_transformer.inference import beam_search, greedy_search
-from keras_transformer.layers import Decoder, Encoder, EncoderLayer, FeedForward
+from keras_transformer.layers import (
+    ALiBi,
+    Decoder,
+    Encoder,
+    EncoderLayer,
+    FeedForward,
+    Learned,
+    ShawRelative,
+    Sinusoidal,
+    T5Bias,
+)
 from keras_transformer.layers.base import TransformerBlock, TransformerStack
+from keras_transformer.model_section import (
+    DEPTH_KEYS,
+    POSITION_KEYS,
+    model_arguments,
+    model_section,
+)
 
 
 def defaults(function):
@@ -29,11 +46,46 @@ def test_every_key_has_a_rule_and_every_default_follows_it():
 
 
 def test_the_model_section_is_every_argument_of_transformer_with_its_defaults():
+    """And a key for each setting of a position scheme and for each stack's depth, which
+    `model_arguments` builds into `positions` and `num_layers`."""
     arguments = defaults(kt.Transformer)
     required = {"num_layers", "d_model", "num_heads", "dff"}
-    assert set(cfg.DEFAULTS["model"]) == set(arguments) | required
+    own = set(POSITION_KEYS) | set(DEPTH_KEYS)
+    assert set(cfg.DEFAULTS["model"]) == set(arguments) | required | own
     for name, value in arguments.items():
         assert cfg.DEFAULTS["model"][name] == value, name
+    built = model_arguments(cfg.DEFAULTS["model"])
+    assert set(built) == set(arguments) | required
+    assert built["positions"] == kt.layers.Sinusoidal() and built["num_layers"] == 3
+
+
+@pytest.mark.parametrize(
+    "keys, scheme, num_layers",
+    [
+        (dict(positional_encoding_layout="concatenated"), Sinusoidal(layout="concatenated"), 3),
+        (
+            dict(positions="learned", max_positions=64, add_positions="every_layer"),
+            Learned(64, placement="every_layer"),
+            3,
+        ),
+        (
+            dict(positions="relative", max_relative_position=16, num_decoder_layers=1),
+            ShawRelative(16),
+            (3, 1),
+        ),
+        (dict(positions="alibi", num_encoder_layers=6), ALiBi(), (6, 3)),
+    ],
+)
+def test_the_model_section_builds_the_scheme_and_is_read_back_from_a_model(
+    keys, scheme, num_layers
+):
+    section = {**cfg.DEFAULTS["model"], **keys}
+    arguments = model_arguments(section)
+    assert arguments["positions"] == scheme and arguments["num_layers"] == num_layers
+    model = kt.Transformer(**arguments, input_vocab_size=20, target_vocab_size=20)
+    assert model_arguments(model_section(model)) == arguments
+    with pytest.raises(ArgumentError, match=r"no key for num_buckets=16"):
+        model_section(kt.Transformer(1, 8, 2, 8, 9, 9, positions=T5Bias(num_buckets=16)))
 
 
 def test_the_layers_share_the_models_defaults():
@@ -119,7 +171,7 @@ def test_position_options_that_do_not_go_together_are_refused_on_load():
     config = cfg.load_config(overrides=["model.positions=learned", "model.max_positions=64"])
     assert config["model"]["max_positions"] == 64
     rotary = ["model.positions=rotary", "model.add_positions=every_layer"]
-    with pytest.raises(cfg.ConfigError, match="positions='rotary' has none"):
+    with pytest.raises(cfg.ConfigError, match="`add_positions` is a setting of.*not of"):
         cfg.load_config(overrides=rotary)
     assert cfg.load_config(overrides=rotary[:1])["model"]["positions"] == "rotary"
     with pytest.raises(cfg.ConfigError, match="max_relative_position=None"):

@@ -43,12 +43,12 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
             norm_first=True,
             shared_embeddings="all",
             activation="gelu",
-            positional_encoding_layout="concatenated",
+            positions=kt.layers.Sinusoidal(layout="concatenated"),
         ),
-        dict(num_encoder_layers=3, num_decoder_layers=1, activation="gelu_sigmoid"),
-        dict(positions="learned", max_positions=48),
+        dict(num_layers=(3, 1), activation="gelu_sigmoid"),
+        dict(positions=kt.layers.Learned(48)),
         dict(positions="rotary", norm_first=True),
-        dict(positions="relative", max_relative_position=4),
+        dict(positions=kt.layers.ShawRelative(4)),
         dict(positions="relative_bias"),
     ],
     ids=[
@@ -65,10 +65,10 @@ def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tm
     corpus = numbers_corpus("train")[:400]
     tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
     vocab = tokenizer.vocab_size
-    model = kt.Transformer(2, 32, 4, 64, vocab, vocab, **architecture)
+    settings = dict(num_layers=2, d_model=32, num_heads=4, dff=64) | architecture
+    model = kt.Transformer(input_vocab_size=vocab, target_vocab_size=vocab, **settings)
     model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
-    if model.positions == "learned":
-        randomize_position_tables(model)
+    randomize_position_tables(model)
     sources, targets = corpus.sources[:12], corpus.targets[:12]
     expected, source, target = teacher_forced_log_probs(model, tokenizer, sources, targets)
 
@@ -218,10 +218,15 @@ def test_ctranslate2_export_refuses_what_it_cannot_write(tiny_translation, tmp_p
     with pytest.raises(ValueError, match="no activation 'softplus'"):
         ctranslate2_spec(softplus, tokenizer.pieces[:50], tokenizer.pieces[:50])
     for elsewhere in ("every_layer", "queries_and_keys"):
-        placed = kt.Transformer(1, 16, 2, 32, 50, 50, add_positions=elsewhere)
+        positions = kt.layers.Sinusoidal(placement=elsewhere)
+        placed = kt.Transformer(1, 16, 2, 32, 50, 50, positions=positions)
         placed((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
-        with pytest.raises(ValueError, match=f"elsewhere \\(add_positions='{elsewhere}'"):
+        with pytest.raises(ValueError, match=f"elsewhere \\(placement='{elsewhere}'"):
             ctranslate2_spec(placed, tokenizer.pieces[:50], tokenizer.pieces[:50])
+    alibi = kt.Transformer(1, 16, 2, 32, 50, 50, positions="alibi")
+    alibi((np.ones((1, 3), "int32"), np.ones((1, 2), "int32")))
+    with pytest.raises(ValueError, match="CTranslate2's encoder-decoder has no ALiBi positions"):
+        ctranslate2_spec(alibi, tokenizer.pieces[:50], tokenizer.pieces[:50])
     too_many = tokenizer.pieces + [f"extra{i}" for i in range(model.input_vocab_size)]
     with pytest.raises(ValueError, match=f"source vocabulary has {len(too_many)} pieces"):
         ctranslate2_spec(model, too_many, tokenizer.pieces)

@@ -3,7 +3,8 @@ DESIGN.md (layers know nothing of training, the model nothing of training or
 inference), the searches and exporters probe no capabilities with `hasattr`,
 no module or function outgrows a screen's worth of reading, no search or export
 function takes more than eight parameters (options travel as `DecodeOptions`),
-no export module reaches into another's runtime, no module imports one that imports
+no layer or model constructor takes more than 14 parameters (a position scheme travels
+as one object), no export module reaches into another's runtime, no module imports one that imports
 it back (lazy imports too), and importing the package loads only what Keras needs
 to load a saved model."""
 
@@ -32,6 +33,7 @@ RANKS = {
     "export": 5,
     "importers": 5,
     "config": 6,
+    "model_section": 6,
     "config_reference": 6,
     "run": 7,
     "workflow": 8,
@@ -123,6 +125,25 @@ def test_searches_and_exports_take_their_options_as_one_object():
                 names = [a.arg for a in arguments if a.arg not in ("self", "cls")]
                 if len(names) > 8:
                     crowded.append(f"{path.name}: {node.name} takes {len(names)}")
+    assert not crowded
+
+
+def test_layers_and_models_take_their_settings_as_objects():
+    """A position scheme is one argument of every layer that reads positions, so no
+    constructor of `layers/` or `models/` grows past `Transformer`'s 14 parameters."""
+    crowded = []
+    for folder in ("layers", "models"):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ClassDef):
+                    continue
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef) and method.name == "__init__":
+                        arguments = (
+                            method.args.posonlyargs + method.args.args + method.args.kwonlyargs
+                        )
+                        if len(arguments) - 1 > 14:  # without self
+                            crowded.append(f"{path.name}: {node.name} takes {len(arguments) - 1}")
     assert not crowded
 
 

@@ -75,7 +75,7 @@ def test_positional_embedding_rejects_bad_token_ids(ids, message):
 def test_positional_embedding_rejects_bad_sizes():
     with pytest.raises(ValueError, match=r"`vocab_size` must be a positive integer.*vocab_size=0"):
         layers.PositionalEmbedding(vocab_size=0, d_model=8)
-    with pytest.raises(ValueError, match=r"`d_model` must be even.*d_model=7"):
+    with pytest.raises(ValueError, match=r"sinusoidal table needs an even d_model.*d_model=7"):
         layers.PositionalEmbedding(vocab_size=10, d_model=7)
 
 
@@ -98,19 +98,21 @@ def test_a_learned_table_adds_the_rows_an_embedding_lookup_of_the_positions_give
 
 
 def test_a_learned_positional_embedding_needs_its_size_and_round_trips_its_config():
-    with pytest.raises(ValueError, match=r"`max_positions` sizes the learned position table"):
+    with pytest.raises(ValueError, match=r"positions='learned' needs `max_positions`"):
         layers.PositionalEmbedding(10, 8, positions="learned")
-    with pytest.raises(ValueError, match=r"`max_positions` sizes.*max_positions=32"):
-        layers.PositionalEmbedding(10, 8, max_positions=32)
+    with pytest.raises(ValueError, match=r"`max_positions` must be a positive integer"):
+        layers.Learned(0)
+    with pytest.raises(ValueError, match=r"`max_positions` is a setting of positions='learned'"):
+        layers.PositionalEmbedding(10, 8, max_positions=32)  # the sinusoidal table's layer
     with pytest.raises(ValueError, match=r"`positions` must be one of.*'rotary'"):
-        layers.PositionalEmbedding(10, 8, positions="alibi")
+        layers.PositionalEmbedding(10, 8, positions="sine")
     rotary = layers.PositionalEmbedding(10, 8, positions="rotary")  # no table: the scaled tokens
     np.testing.assert_allclose(
         ops.convert_to_numpy(rotary(np.array([[5, 8]]), start_index=3)),
         ops.convert_to_numpy(rotary.token_embedding.embeddings)[[[5, 8]]] * np.sqrt(8),
         atol=1e-6,
     )
-    embed = layers.PositionalEmbedding(10, 7, positions="learned", max_positions=32)  # odd D
+    embed = layers.PositionalEmbedding(10, 7, positions=layers.Learned(32))  # odd D
     ids = np.array([[5, 8, 2, 0]])
     x = ops.convert_to_numpy(embed(ids))
     rows = ops.convert_to_numpy(embed.position_encoding.embeddings)[:4]

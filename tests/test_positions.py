@@ -1,5 +1,5 @@
-"""Learned positions in every layer, rotary positions, relative positions and T5's
-relative bias, through the translator and the exports.
+"""Learned positions in every layer, rotary positions, relative positions, T5's
+relative bias and ALiBi, through the translator and the exports.
 
 The layers and the cached step are checked against references in
 `test_positional_encoding.py`, `test_rotary.py` and `test_search.py`, CTranslate2's
@@ -18,6 +18,7 @@ import keras_transformer as kt
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export import export_translator
+from keras_transformer.layers import ALiBi, Learned, Rotary, ShawRelative, Sinusoidal, T5Bias
 from keras_transformer.text import SentencePieceTokenizer
 
 MAX_POSITIONS = 24
@@ -26,7 +27,7 @@ MAX_POSITIONS = 24
 def test_positions_in_every_layer_enter_each_layers_input():
     """Every layer reads the previous layer's output plus the sinusoidal table (the
     formula's, checked against NumPy in test_positional_encoding.py)."""
-    encoder = kt.layers.Encoder(3, 16, 2, 32, 50, add_positions="every_layer")
+    encoder = kt.layers.Encoder(3, 16, 2, 32, 50, positions=Sinusoidal(placement="every_layer"))
     ids = np.array([[5, 9, 4, 3, 0, 0]])
     encoded = encoder(ids).numpy()
     mask = ids != 0
@@ -35,7 +36,7 @@ def test_positions_in_every_layer_enter_each_layers_input():
     for index, block in enumerate(encoder.blocks):
         x = block(x if index == 0 else x + table, mask=mask)
     np.testing.assert_allclose(encoded, x.numpy(), atol=1e-5)
-    plain = kt.layers.Encoder.from_config({**encoder.get_config(), "add_positions": "input"})
+    plain = kt.layers.Encoder.from_config({**encoder.get_config(), "positions": "sinusoidal"})
     plain.build(ids.shape)
     plain.set_weights(encoder.get_weights())  # the same weights, positions at the input only
     assert np.abs(plain(ids).numpy() - encoded).max() > 0.1
@@ -45,7 +46,9 @@ def test_positions_for_queries_and_keys_steer_attention_without_entering_the_val
     """The table is added to every self-attention's query and key inputs, not to the
     embeddings or the values: with the query kernels zero (uniform attention) the
     positions change nothing."""
-    encoder = kt.layers.Encoder(2, 16, 2, 32, 50, add_positions="queries_and_keys")
+    encoder = kt.layers.Encoder(
+        2, 16, 2, 32, 50, positions=Sinusoidal(placement="queries_and_keys")
+    )
     ids = np.array([[5, 9, 4, 3, 0, 0]])
     encoded = encoder(ids).numpy()
     mask = ids != 0
@@ -76,31 +79,28 @@ def numbers():
     return tokenizer, corpus.sources[:20] + ["", "eins " * 40]
 
 
-def untrained(tokenizer, **positions):
+def untrained(tokenizer, positions):
     """An untrained 2-layer model over `tokenizer`'s pieces, learned tables N(0, 1)."""
     vocab = tokenizer.vocab_size
-    model = kt.Transformer(2, 32, 4, 64, vocab, vocab, **positions)
+    model = kt.Transformer(2, 32, 4, 64, vocab, vocab, positions=positions)
     model((np.ones((1, 2), "int32"), np.ones((1, 2), "int32")))
     randomize_position_tables(model)
     return model
 
 
 SCHEMES = {
-    "learned_every_layer": dict(
-        positions="learned", max_positions=MAX_POSITIONS, add_positions="every_layer"
-    ),
-    "rotary": dict(positions="rotary"),
-    "relative": dict(positions="relative", max_relative_position=6),
-    "relative_bias": dict(positions="relative_bias"),
-    "learned_queries_and_keys": dict(
-        positions="learned", max_positions=MAX_POSITIONS, add_positions="queries_and_keys"
-    ),
+    "learned_every_layer": Learned(MAX_POSITIONS, placement="every_layer"),
+    "rotary": Rotary(),
+    "relative": ShawRelative(6),
+    "relative_bias": T5Bias(),
+    "alibi": ALiBi(),
+    "learned_queries_and_keys": Learned(MAX_POSITIONS, placement="queries_and_keys"),
 }
 
 
 def test_a_translator_stays_inside_the_learned_table(numbers):
     tokenizer, _ = numbers
-    model = untrained(tokenizer, **SCHEMES["learned_every_layer"])
+    model = untrained(tokenizer, SCHEMES["learned_every_layer"])
     with pytest.raises(ArgumentError, match=r"at most 24 positions.*max_length=64"):
         kt.Translator(model, tokenizer, tokenizer)  # the default max_length
     translator = kt.Translator(model, tokenizer, tokenizer, max_length=MAX_POSITIONS)
@@ -111,7 +111,7 @@ def test_a_translator_stays_inside_the_learned_table(numbers):
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
 def test_the_saved_model_and_litert_translate_as_the_translator_does(scheme, numbers, tmp_path):
     tokenizer, sentences = numbers
-    model = untrained(tokenizer, **SCHEMES[scheme])
+    model = untrained(tokenizer, SCHEMES[scheme])
     translator = kt.Translator(model, tokenizer, tokenizer, max_length=MAX_POSITIONS, beam_size=3)
     text = scheme == "learned_every_layer"  # strings in and out once; token ids, faster, else
     path = export_translator(translator, "positions", tmp_path, text=text, warmup=False)

@@ -22,15 +22,16 @@ from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.loop import cache_lengths
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.inference.top_k import top_k_by_blocks
+from keras_transformer.layers import ALiBi, Learned, Rotary, ShawRelative, Sinusoidal, T5Bias
 from keras_transformer.models import FixedCache
 
 BOS, EOS = 2, 3
 
 
-def random_model(norm_first, shared_embeddings=None, **depths):
+def random_model(norm_first, shared_embeddings=None, num_layers=2, **options):
     vocab = 60 if shared_embeddings == "all" else 50
     return kt.Transformer(
-        2,
+        num_layers,
         32,
         4,
         64,
@@ -40,38 +41,38 @@ def random_model(norm_first, shared_embeddings=None, **depths):
         dropout_rate=0.3,
         attention_dropout_rate=0.2,
         shared_embeddings=shared_embeddings,
-        **depths,
+        **options,
     )
 
 
 @pytest.mark.parametrize(
-    "norm_first, shared_embeddings, depths",
+    "norm_first, shared_embeddings, options",
     [
         (False, None, {}),
         (True, None, {}),
         (False, "all", {}),
-        (True, None, dict(num_encoder_layers=3, num_decoder_layers=1)),
-        (False, None, dict(positions="learned", max_positions=10)),
-        (True, "all", dict(positions="learned", max_positions=10, add_positions="every_layer")),
-        (False, None, dict(add_positions="every_layer")),
-        (True, "all", dict(positions="rotary")),
-        (False, None, dict(positions="relative", max_relative_position=2)),
-        (True, None, dict(positions="relative_bias")),
-        (False, "all", dict(add_positions="queries_and_keys")),
+        (True, None, dict(num_layers=(3, 1))),
+        (False, None, dict(positions=Learned(10))),
+        (True, "all", dict(positions=Learned(10, placement="every_layer"))),
+        (False, None, dict(positions=Sinusoidal(placement="every_layer"))),
+        (True, "all", dict(positions=Rotary())),
+        (False, None, dict(positions=ShawRelative(2))),
+        (True, None, dict(positions=T5Bias())),
+        (False, None, dict(positions=ALiBi())),
+        (False, "all", dict(positions=Sinusoidal(placement="queries_and_keys"))),
         (True, None, dict(start_from_zero_embedding=True)),
     ],
 )
 def test_cached_step_by_step_logits_equal_the_full_forward_pass(
-    norm_first, shared_embeddings, depths
+    norm_first, shared_embeddings, options
 ):
-    model = random_model(norm_first, shared_embeddings, **depths)
+    model = random_model(norm_first, shared_embeddings, **options)
     rng = np.random.default_rng(0)
     source = rng.integers(1, 50, (3, 7)).astype("int32")
     source[1, 4:] = 0
     target = rng.integers(1, 60, (3, 6)).astype("int32")
     model((source, target))
-    if model.positions == "learned":
-        randomize_position_tables(model)
+    randomize_position_tables(model)
     full = model((source, target), training=False).numpy()  # (B, T, V)
 
     state = model.encode(source)
@@ -88,8 +89,9 @@ def test_cached_step_by_step_logits_equal_the_full_forward_pass(
     [
         ([8], {}),
         ([2, 4, 5], {}),
-        ([1, 3, 5], dict(positions="rotary")),
-        ([2, 4, 5], dict(positions="relative", max_relative_position=2)),
+        ([1, 3, 5], dict(positions=Rotary())),
+        ([2, 4, 5], dict(positions=ShawRelative(2))),
+        ([2, 4, 5], dict(positions=ALiBi())),
     ],
 )
 def test_hypotheses_sharing_a_cache_and_reordered_give_the_full_pass_of_their_own_prefix(

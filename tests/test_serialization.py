@@ -18,13 +18,24 @@ BLOCK = dict(
     layer_norm_epsilon=1e-5,
     activation="gelu",
 )
-STACK = dict(BLOCK, num_layers=2, vocab_size=23, positional_encoding_layout="concatenated")
+STACK = dict(BLOCK, num_layers=2, vocab_size=23, positions=layers.Sinusoidal(layout="concatenated"))
 
 CASES = [
+    (layers.Sinusoidal, dict(layout="concatenated", max_wavelength=500, placement="every_layer")),
+    (layers.Learned, dict(max_positions=7, placement="queries_and_keys")),
+    (layers.Rotary, dict(max_wavelength=500)),
+    (layers.ShawRelative, dict(max_distance=3)),
+    (layers.T5Bias, dict(num_buckets=16, max_distance=64)),
+    (layers.ALiBi, dict()),
     (layers.PositionalEncoding, dict(layout="concatenated", max_wavelength=500)),
     (
         layers.PositionalEmbedding,
-        dict(vocab_size=17, d_model=8, dropout_rate=0.3, layout="concatenated", max_wavelength=99),
+        dict(
+            vocab_size=17,
+            d_model=8,
+            dropout_rate=0.3,
+            positions=layers.Sinusoidal(layout="concatenated", max_wavelength=99),
+        ),
     ),
     (
         layers.MultiHeadAttention,
@@ -36,6 +47,7 @@ CASES = [
             output_dim=10,
             kernel_initializer="he_normal",
             bias_initializer="ones",
+            positions=layers.T5Bias(num_buckets=16, max_distance=64),
         ),
     ),
     (
@@ -71,7 +83,9 @@ def test_every_argument_survives_get_config_and_from_config(cls, kwargs):
     config = obj.get_config()
     for name, value in kwargs.items():
         stored = config[name]
-        if isinstance(stored, dict):  # initializer or similar, compare by class name
+        if isinstance(value, layers.PositionScheme):  # a scheme's Keras config
+            assert keras.saving.deserialize_keras_object(stored) == value, (name, stored)
+        elif isinstance(stored, dict):  # initializer or similar, compare by class name
             assert value.lower().replace("_", "") in str(stored).lower().replace("_", ""), (
                 name,
                 stored,

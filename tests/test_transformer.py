@@ -69,7 +69,7 @@ def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(
 ):
     model = small_model(
         norm_first=True,
-        positional_encoding_layout="concatenated",
+        positions=kt.layers.Sinusoidal(layout="concatenated"),
         attention_dropout_rate=0.2,
         target_vocab_size=30,
         shared_embeddings=shared_embeddings,
@@ -92,7 +92,7 @@ def test_saved_model_loads_without_custom_objects_and_gives_identical_outputs(
 
 
 def test_the_encoder_and_the_decoder_can_each_have_a_depth_of_their_own(tmp_path):
-    model = small_model(num_layers=2, num_encoder_layers=3, num_decoder_layers=1)
+    model = small_model(num_layers=(3, 1))
     logits = ops.convert_to_numpy(model((SOURCE, TARGET)))
     symmetric = small_model(num_layers=2)
     symmetric((SOURCE, TARGET))
@@ -148,8 +148,10 @@ def test_bad_sizes_fail_early():
         small_model(d_model=30)
     with pytest.raises(ValueError, match=r"`num_layers` must be a positive integer.*num_layers=0"):
         small_model(num_layers=0)
-    with pytest.raises(ValueError, match=r"`num_decoder_layers` must be a positive.*=0"):
-        small_model(num_decoder_layers=0)
+    with pytest.raises(ValueError, match=r"`num_layers` must be a positive.*=0"):
+        small_model(num_layers=(2, 0))
+    with pytest.raises(ValueError, match=r"`num_layers` must be a positive integer or a pair"):
+        small_model(num_layers=(2, 1, 1))
     with pytest.raises(
         ValueError, match=r"`dropout_rate` must be a number in \[0, 1\).*dropout_rate=-0.1"
     ):

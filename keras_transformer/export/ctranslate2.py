@@ -8,9 +8,10 @@ engine many NMT systems deploy on CPU, with int8 and bfloat16 weights. Its
     package                                  CTranslate2 spec
     embedding (V, D), scaled by sqrt(D)      embeddings.weight, scale_embeddings
     sinusoidal table (interleaved or not)    position_encodings.encodings (P, D)
-    rotary positions (halves paired)         self_attention rotary_dim 0, no interleave
-    relative keys, values (2k + 1, K)        self_attention.relative_position_keys, _values
-    T5 bias per bucket and head (32, H)      self_attention.relative_attention_bias
+    Rotary (halves paired)                   self_attention rotary_dim 0, no interleave
+    ShawRelative keys, values (2k + 1, K)    self_attention.relative_position_keys, _values
+    T5Bias per bucket and head (32, H)       self_attention.relative_attention_bias
+    ALiBi                                    none: CTranslate2's encoder has no ALiBi
     query/key/value kernels (D, D) each      self_attention.linear[0] (3D, D), fused
     cross-attention query; key and value     attention.linear[0]; linear[1] (2D, D)
     output kernel                            linear[-1]
@@ -48,7 +49,7 @@ from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.activations import serialize_activation
 from keras_transformer.layers.decoder import DecoderLayer
 from keras_transformer.layers.positional_encoding import positional_encoding
-from keras_transformer.layers.relative import RELATIVE_MAX_DISTANCE
+from keras_transformer.layers.positions import Learned, Rotary, ShawRelative, Sinusoidal, T5Bias
 
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "float16", "bfloat16")
 POSITIONS = 1024
@@ -92,10 +93,16 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
     """
     ct2 = import_ctranslate2()
     specs = ct2.specs
-    if model.add_positions != "input":
+    scheme = model.positions
+    if type(scheme) not in _POSITION_OPTIONS:
+        raise ArgumentError(
+            f"CTranslate2's encoder-decoder has no {type(scheme).__name__} positions "
+            f"(positions={scheme!r}); it has {sorted(c.__name__ for c in _POSITION_OPTIONS)}."
+        )
+    if scheme.placement != "input":
         raise ArgumentError(
             "CTranslate2's Transformer adds a position table to the embeddings only; this "
-            f"model adds it elsewhere (add_positions={model.add_positions!r})."
+            f"model adds it elsewhere (placement={scheme.placement!r})."
         )
     activation = serialize_activation(model.activation)
     if activation not in _ACTIVATIONS:
@@ -105,27 +112,22 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
     stack_options = dict(
         pre_norm=model.norm_first,
         activation=getattr(specs.Activation, _ACTIVATIONS[activation]),
+        **_POSITION_OPTIONS[type(scheme)](scheme),
     )
-    if model.positions == "rotary":  # every head's features, first half paired with second
-        stack_options.update(rotary_dim=0, rotary_interleave=False)
-    elif model.positions == "relative":
-        stack_options.update(relative_position=True)
-    elif model.positions == "relative_bias":
-        stack_options.update(relative_attention_bias=True)
     spec = specs.TransformerSpec(
         specs.TransformerEncoderSpec(model.encoder.num_layers, model.num_heads, **stack_options),
         specs.TransformerDecoderSpec(model.decoder.num_layers, model.num_heads, **stack_options),
     )
-    if model.positions == "rotary":  # the encoder's spec keeps a table unless told
+    if isinstance(scheme, Rotary):  # the encoder's spec keeps a table unless told
         del spec.encoder.position_encodings
     encoder, decoder = model.encoder, model.decoder
-    _set_inputs(spec.encoder, encoder.embedding, positions)
-    _set_inputs(spec.decoder, decoder.embedding, positions)
+    _set_inputs(spec.encoder, encoder.embedding, scheme, positions)
+    _set_inputs(spec.decoder, decoder.embedding, scheme, positions)
     for stack_spec, stack in ((spec.encoder, encoder), (spec.decoder, decoder)):
         if stack.final_norm is not None:
             _set_norm(stack_spec.layer_norm, stack.final_norm)
         for layer_spec, block in zip(stack_spec.layer, stack.blocks, strict=True):
-            _set_self_attention(layer_spec.self_attention, block.self_attention)
+            _set_self_attention(layer_spec.self_attention, block.self_attention, scheme)
             _set_norm(layer_spec.self_attention.layer_norm, block.self_attention_norm)
             if isinstance(block, DecoderLayer):
                 _set_cross_attention(layer_spec.attention, block.cross_attention)
@@ -172,24 +174,36 @@ def _numpy(variable):
     return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
-def _set_inputs(stack_spec, embedding, positions):
+# Each position scheme CTranslate2 has -> the stack options that say so.
+_POSITION_OPTIONS = {
+    Sinusoidal: lambda scheme: {},
+    Learned: lambda scheme: {},
+    Rotary: lambda scheme: dict(  # every head's features, first half paired with second
+        rotary_dim=0, rotary_interleave=False, rotary_base=float(scheme.max_wavelength)
+    ),
+    ShawRelative: lambda scheme: dict(relative_position=True),
+    T5Bias: lambda scheme: dict(relative_attention_bias=True),
+}
+
+
+def _set_inputs(stack_spec, embedding, scheme, positions):
     """Token embedding (V, D) and the position table: the learned one
     (max_positions, D), or the sinusoidal one computed for `positions` rows."""
     embeddings = stack_spec.embeddings  # the encoder's is a list, one per source feature
     embeddings = embeddings[0] if isinstance(embeddings, list) else embeddings
     embeddings.weight = _numpy(embedding.token_embedding.embeddings)
     stack_spec.scale_embeddings = True  # Embedding(ids) * sqrt(D)
-    if embedding.position_encoding is None:
-        return  # no table: positions are in the self-attention specs
-    if embedding.positions == "learned":
+    if isinstance(scheme, Learned):
         table = embedding.position_encoding.embeddings  # (max_positions, D)
-    else:
+    elif isinstance(scheme, Sinusoidal):
         table = positional_encoding(
             positions,
             embedding.d_model,
-            layout=embedding.layout,
-            max_wavelength=embedding.max_wavelength,
+            layout=scheme.layout,
+            max_wavelength=scheme.max_wavelength,
         )  # (positions, D)
+    else:
+        return  # no table: positions are in the self-attention specs
     stack_spec.position_encodings.encodings = _numpy(table)
 
 
@@ -210,16 +224,18 @@ def _projections(attention, names):
     return weight, bias
 
 
-def _set_self_attention(attention_spec, attention):
+def _set_self_attention(attention_spec, attention, scheme):
     qkv, output = attention_spec.linear[0], attention_spec.linear[-1]
     qkv.weight, qkv.bias = _projections(attention, ("query", "key", "value"))
     output.weight, output.bias = _projections(attention, ("output",))
-    if attention.positions == "relative":
-        attention_spec.relative_position_keys = _numpy(attention.relative_keys)  # (2k + 1, K)
-        attention_spec.relative_position_values = _numpy(attention.relative_values)
-    elif attention.positions == "relative_bias":
-        attention_spec.relative_attention_bias = _numpy(attention.relative_attention_bias)
-        attention_spec.relative_attention_max_distance = np.int32(RELATIVE_MAX_DISTANCE)
+    if isinstance(scheme, ShawRelative):
+        keys, values = (_numpy(w) for w in attention.position_weights)  # (2k + 1, K) each
+        attention_spec.relative_position_keys = keys
+        attention_spec.relative_position_values = values
+    elif isinstance(scheme, T5Bias):
+        (bias,) = attention.position_weights  # (buckets, H)
+        attention_spec.relative_attention_bias = _numpy(bias)
+        attention_spec.relative_attention_max_distance = np.int32(scheme.max_distance)
 
 
 def _set_cross_attention(attention_spec, attention):

@@ -20,6 +20,7 @@ import numpy as np
 import yaml
 
 from keras_transformer.errors import ArgumentError, DamagedFileError
+from keras_transformer.layers.positions import Learned, Sinusoidal
 from keras_transformer.models import Transformer
 from keras_transformer.text.marian_tokenizer import read_vocabulary
 
@@ -219,8 +220,7 @@ def marian_transformer(marian):
         )
     positions = weights.get("Wpos")  # (max-length, D) with --transformer-train-position-embeddings
     model = Transformer(
-        num_layers=options["enc-depth"],
-        num_decoder_layers=options["dec-depth"],
+        num_layers=(options["enc-depth"], options["dec-depth"]),
         d_model=options["dim-emb"],
         num_heads=options["transformer-heads"],
         dff=options["transformer-dim-ffn"],
@@ -231,9 +231,9 @@ def marian_transformer(marian):
         norm_first=options.get("transformer-preprocess", "") == "n",
         layer_norm_epsilon=marian.layer_norm_epsilon,
         activation=marian.activation,
-        positional_encoding_layout="concatenated",
-        positions="sinusoidal" if positions is None else "learned",
-        max_positions=None if positions is None else len(positions),
+        positions=Sinusoidal(layout="concatenated")
+        if positions is None
+        else Learned(len(positions)),
         shared_embeddings="all" if shared else (None if separate_output else "output"),
         start_from_zero_embedding=True,
     )
@@ -275,7 +275,7 @@ class _MarianWeights:
         else:
             self.embedding(encoder.embedding, "encoder_Wemb")
             self.embedding(decoder.embedding, "decoder_Wemb")
-        if model.positions == "learned":  # one Marian table, Wpos, for both stacks
+        if isinstance(model.positions, Learned):  # one Marian table, Wpos, for both stacks
             table = self.take("Wpos")
             for stack in (encoder, decoder):
                 self.put(stack.embedding.position_encoding.embeddings, table, "Wpos")

@@ -6,21 +6,13 @@ from keras import ops
 from keras_transformer.errors import ArgumentError
 from keras_transformer.layers import cache as cache_layout
 from keras_transformer.layers import masks
+from keras_transformer.layers import positions as position_schemes
 from keras_transformer.layers.dot_product import scaled_dot_product_attention
-from keras_transformer.layers.relative import (
-    RELATIVE_BUCKETS,
-    check_relative_position,
-    relative_buckets,
-    relative_indices,
-)
-from keras_transformer.layers.rotary import rotary_positions
-from keras_transformer.validation import check_choice, check_positive_int, check_rate
-
-ATTENTION_POSITIONS = ("rotary", "relative", "relative_bias")
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(position_schemes.PositionsFromConfig, keras.layers.Layer):
     """Multi-head attention with learned projections W_Q, W_K, W_V and W_O.
 
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O, where
@@ -50,21 +42,20 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim: size of the output; defaults to the query's last dim.
         kernel_initializer: initializer of the four kernels.
         bias_initializer: initializer of the four biases.
-        positions: None (default: positions, if any, are in the inputs),
-            `"rotary"`: queries and keys are rotated by their positions
-            (`layers.rotary`; the head depth must be even), or `"relative"`:
-            Shaw et al.'s relative position representations, a learned vector
-            per clipped distance added to keys and values (`layers.relative`),
-            or `"relative_bias"`: T5's learned scalar per head and distance
-            bucket added to the logits (bidirectional buckets, or with
-            `use_causal_mask` and in `call_with_cache` the decoder's
-            unidirectional ones). Each way the logits see the distance
-            between query and key. For self-attention, where query t and
-            key t stand at the same position.
-        max_relative_position: the clipping distance k of
-            `positions="relative"` (tables of 2k + 1 rows); required with it,
-            None otherwise.
-        **kwargs: base layer arguments (`name`, `dtype`, ...).
+        positions: None (default: positions, if any, are in the inputs), or a
+            position scheme that acts in attention (`layers.positions`), or
+            its shorthand: `Rotary()` (`"rotary"`) rotates queries and keys,
+            `ShawRelative(k)` (`"relative"`) adds a learned vector per clipped
+            distance to keys and values, `T5Bias()` (`"relative_bias"`) a
+            learned scalar per head and distance bucket to the logits
+            (bidirectional buckets, or with `use_causal_mask` and in
+            `call_with_cache` the decoder's unidirectional ones), `ALiBi()`
+            (`"alibi"`) a fixed slope per head times the distance. Each way
+            the logits see the distance between query and key. For
+            self-attention, where query t and key t stand at the same position.
+        **kwargs: base layer arguments (`name`, `dtype`, ...); the older
+            `max_relative_position=k` still builds `ShawRelative(k)`, with a
+            `DeprecationWarning`.
 
     Call arguments:
         query: `(B, T, D_q)`.
@@ -106,10 +97,10 @@ class MultiHeadAttention(keras.layers.Layer):
         output_dim: int | None = None,
         kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
         bias_initializer: str | keras.initializers.Initializer = "zeros",
-        positions: str | None = None,
-        max_relative_position: int | None = None,
+        positions: position_schemes.PositionScheme | str | None = None,
         **kwargs,
     ):
+        positions = position_schemes.from_arguments(positions, kwargs, "MultiHeadAttention")
         super().__init__(**kwargs)
         check_positive_int("d_model", d_model)
         check_positive_int("num_heads", num_heads)
@@ -119,15 +110,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"Received: d_model={d_model}, num_heads={num_heads}"
             )
         if positions is not None:
-            check_choice("positions", positions, ATTENTION_POSITIONS)
-        check_relative_position(positions, max_relative_position)
-        if positions == "rotary":
-            if (d_model // num_heads) % 2:
+            if not positions.in_attention:
                 raise ArgumentError(
-                    "Rotary positions turn pairs of features: the head depth "
-                    "d_model / num_heads must be even. "
-                    f"Received: d_model={d_model}, num_heads={num_heads}"
+                    f"positions={positions!r} adds a table to the inputs, not to attention; "
+                    "give it to the embedding (`PositionalEmbedding`)."
                 )
+            positions.check(d_model, num_heads)
         check_rate("dropout_rate", dropout_rate)
         if output_dim is not None:
             check_positive_int("output_dim", output_dim)
@@ -139,7 +127,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.positions = positions
-        self.max_relative_position = max_relative_position
+        self.position_weights = ()
         self.depth = d_model // num_heads
         self.attention_dropout = keras.layers.Dropout(
             dropout_rate, dtype=self.dtype_policy, name="attention_dropout"
@@ -167,20 +155,8 @@ class MultiHeadAttention(keras.layers.Layer):
             "value", value_shape[-1], self.d_model
         )
         self.output_kernel, self.output_bias = self._projection("output", self.d_model, out_dim)
-        if self.positions == "relative":  # one row per clipped distance -k..k
-            rows = 2 * self.max_relative_position + 1
-            self.relative_keys, self.relative_values = (
-                self.add_weight(
-                    name=name, shape=(rows, self.depth), initializer=self.kernel_initializer
-                )
-                for name in ("relative_keys", "relative_values")
-            )  # (2k + 1, K) each
-        elif self.positions == "relative_bias":  # one scalar per distance bucket and head
-            self.relative_attention_bias = self.add_weight(
-                name="relative_attention_bias",
-                shape=(RELATIVE_BUCKETS, self.num_heads),
-                initializer=self.kernel_initializer,
-            )  # (32, H)
+        if self.positions is not None:
+            self.position_weights = self.positions.attention_weights(self)
         self.attention_dropout.build(None)
 
     def _projection(self, name, input_dim, units):
@@ -301,7 +277,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         if self.positions is not None and step is None:
             raise ArgumentError(
-                f"Attention with positions={self.positions!r} attends to its own "
+                f"Attention with positions={self.positions.name!r} attends to its own "
                 "sequence: `call_with_cache` needs the `step` being decoded."
             )
         keys, values = cache
@@ -332,9 +308,9 @@ class MultiHeadAttention(keras.layers.Layer):
         return outputs, (keys, values)
 
     def _rotated(self, x, start=0):
-        """`x` `(B, H, L, K)` rotated by positions `start..start + L - 1` with rotary
-        positions; `x` itself otherwise."""
-        return rotary_positions(x, start) if self.positions == "rotary" else x
+        """`x` `(B, H, L, K)` at positions `start..start + L - 1`, as the scheme compares
+        them (rotated with rotary positions)."""
+        return x if self.positions is None else self.positions.rotate(x, start)
 
     def _per_row(self, x, rows):
         """`(B * k, H, 1, K)` -> `(B, H, k, K)`: the k hypotheses of a row as its queries."""
@@ -345,26 +321,18 @@ class MultiHeadAttention(keras.layers.Layer):
         """Scaled dot-product attention per head, heads concatenated, then W_O.
 
         `positions`, a pair of integer `(T,)` (or `(1,)`: every query at one
-        position) and `(S,)`, places queries and keys for relative positions;
-        `bidirectional` picks T5's buckets."""
-        relative = {}
-        if self.positions == "relative_bias":
-            buckets = relative_buckets(*positions, bidirectional)  # (T, S)
-            bias = ops.take(self.relative_attention_bias, buckets, axis=0)  # (T, S, H)
-            relative = {"logit_bias": ops.transpose(bias, (2, 0, 1))}  # (H, T, S)
-        if self.positions == "relative":
-            rows = relative_indices(*positions, self.max_relative_position)  # (T, S)
-            relative = {
-                "relative_keys": ops.take(self.relative_keys, rows, axis=0),  # (T, S, K)
-                "relative_values": ops.take(self.relative_values, rows, axis=0),
-            }
+        position) and `(S,)`, places queries and keys for the scheme's terms;
+        `bidirectional` is False where a query sees only keys before it."""
+        terms = {}
+        if self.positions is not None:
+            terms = self.positions.attention_terms(self.position_weights, *positions, bidirectional)
         attended, scores = scaled_dot_product_attention(
             q,
             k,
             v,
             mask,
             dropout=lambda w: self.attention_dropout(w, training=training),
-            **relative,
+            **terms,
         )  # (B, H, T, K), (B, H, T, S)
         attended = ops.transpose(attended, (0, 2, 1, 3))  # (B, T, H, K)
         batch, length = ops.shape(attended)[:2]
@@ -409,7 +377,6 @@ class MultiHeadAttention(keras.layers.Layer):
             "output_dim": self.output_dim,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-            "positions": self.positions,
-            "max_relative_position": self.max_relative_position,
+            "positions": position_schemes.serialize(self.positions),
         }
         return {**super().get_config(), **config}

@@ -7,16 +7,12 @@ import keras
 from keras import ops
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.layers import positions as position_schemes
 from keras_transformer.layers.activations import get_activation, serialize_activation
-from keras_transformer.layers.attention import ATTENTION_POSITIONS, MultiHeadAttention
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.embedding import PositionalEmbedding
 from keras_transformer.layers.feed_forward import FeedForward
-from keras_transformer.layers.positional_encoding import (
-    POSITIONS,
-    PositionalEmbedding,
-    check_positions,
-)
-from keras_transformer.layers.relative import check_relative_position
-from keras_transformer.validation import check_choice, check_positive_int, check_rate
+from keras_transformer.validation import check_positive_int, check_rate
 
 
 def arguments_of(obj, cls, exclude=()):
@@ -35,13 +31,15 @@ def arguments_of(obj, cls, exclude=()):
 
 
 def serialized_arguments(obj, cls, exclude=()):
-    """`arguments_of`, with the activation serialized (a name or a registered callable)."""
+    """`arguments_of`, with the activation (a name or a registered callable) and the
+    position scheme serialized."""
     arguments = arguments_of(obj, cls, exclude)
     arguments["activation"] = serialize_activation(arguments["activation"])
+    arguments["positions"] = position_schemes.serialize(arguments["positions"])
     return arguments
 
 
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(position_schemes.PositionsFromConfig, keras.layers.Layer):
     """Base of `EncoderLayer` and `DecoderLayer`: arguments and shared sublayers.
 
     Creates the feed-forward sublayer, its layer norm and the residual dropout,
@@ -60,12 +58,10 @@ class TransformerBlock(keras.layers.Layer):
         norm_first: pre-LN instead of post-LN (the paper). Defaults to False.
         layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
         activation: activation of the feed-forward network. Defaults to relu.
-        positions: the stack's position scheme (`PositionalEmbedding`); the
-            block acts on those that enter attention, `"rotary"`,
-            `"relative"` and `"relative_bias"`, in its self-attention. Defaults to `"sinusoidal"`,
-            added to the embeddings outside the block.
-        max_relative_position: the clipping distance of `"relative"`
-            positions; required with them, None otherwise.
+        positions: the stack's position scheme (`layers.positions`) or its
+            shorthand; the block gives those that act in attention to its
+            self-attention. Defaults to `"sinusoidal"`, a table added outside
+            the block.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
     """
 
@@ -81,15 +77,13 @@ class TransformerBlock(keras.layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         activation: str | Callable = "relu",
-        positions: str = "sinusoidal",
-        max_relative_position: int | None = None,
+        positions: position_schemes.PositionScheme | str = "sinusoidal",
         **kwargs,
     ):
+        positions = position_schemes.from_arguments(positions, kwargs, type(self).__name__)
         super().__init__(**kwargs)
         check_rate("dropout_rate", dropout_rate)
         check_rate("attention_dropout_rate", attention_dropout_rate)
-        check_choice("positions", positions, POSITIONS)
-        check_relative_position(positions, max_relative_position)
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
@@ -99,7 +93,6 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = get_activation(activation)
         self.positions = positions
-        self.max_relative_position = max_relative_position
         self.feed_forward = FeedForward(
             d_model, dff, self.activation, dtype=self.dtype_policy, name="feed_forward"
         )
@@ -111,13 +104,12 @@ class TransformerBlock(keras.layers.Layer):
         self.supports_masking = True
 
     def _attention(self, name):
-        in_attention = name == "self_attention" and self.positions in ATTENTION_POSITIONS
+        in_attention = name == "self_attention" and self.positions.in_attention
         return MultiHeadAttention(
             self.d_model,
             self.num_heads,
             dropout_rate=self.attention_dropout_rate,
             positions=self.positions if in_attention else None,
-            max_relative_position=self.max_relative_position if in_attention else None,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -144,7 +136,7 @@ class TransformerBlock(keras.layers.Layer):
         return {**super().get_config(), **serialized_arguments(self, TransformerBlock)}
 
 
-class TransformerStack(keras.layers.Layer):
+class TransformerStack(position_schemes.PositionsFromConfig, keras.layers.Layer):
     """Base of `Encoder` and `Decoder`: positional embedding + N blocks.
 
     With `norm_first=True` a final layer norm follows the stack, as pre-LN
@@ -162,29 +154,20 @@ class TransformerStack(keras.layers.Layer):
         norm_first: pre-LN instead of post-LN. Defaults to False.
         layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
         activation: activation of the feed-forward networks.
-        positional_encoding_layout: `"interleaved"` (paper) or
-            `"concatenated"` (TF tutorial).
         embedding: optional `PositionalEmbedding` to use instead of a new
             one, so that two stacks share it (`Transformer` does this with
             `shared_embeddings="all"`). It is not part of `get_config`.
-        positions: `"sinusoidal"` (the paper's table, default), `"learned"`
-            (a trained table of `max_positions` rows), `"rotary"` (no
-            table; every self-attention rotates its queries and keys),
-            `"relative"` (no table; every self-attention adds a learned
-            vector per clipped distance to its keys and values) or
-            `"relative_bias"` (no table; every self-attention adds T5's
-            learned bias per head and distance bucket to its logits).
-        max_positions: rows of the learned position table; required with
-            `positions="learned"`, None otherwise.
-        max_relative_position: the clipping distance of relative positions;
-            required with `positions="relative"`, None otherwise.
-        add_positions: where a table of positions enters: `"input"` (the
-            embeddings, as in the paper, default) or `"every_layer"` (the
-            embeddings and the input of every further layer, with no
-            dropout there), or `"queries_and_keys"` (not the embeddings:
-            the inputs of every self-attention's queries and keys, never its
-            values, so positions steer where attention looks without entering
-            what it reads). Positions in attention are in every layer already.
+        positions: the position scheme (`layers.positions`) or its shorthand:
+            `Sinusoidal()` (`"sinusoidal"`, the paper's table, default),
+            `Learned(n)` (a trained table of n rows), `Rotary()`,
+            `ShawRelative(k)`, `T5Bias()` or `ALiBi()` (no table; every
+            self-attention places the tokens). A table's `placement` says
+            where it enters: `"input"` (the embeddings, as in the paper),
+            `"every_layer"` (the embeddings and the input of every further
+            layer, with no dropout there), or `"queries_and_keys"` (not the
+            embeddings: the inputs of every self-attention's queries and
+            keys, never its values, so positions steer where attention looks
+            without entering what it reads).
         start_from_zero_embedding: whether position 0 embeds as a zero vector
             instead of its token's embedding (positions are still added), as
             the decoders of Marian's models start. Defaults to False.
@@ -205,19 +188,14 @@ class TransformerStack(keras.layers.Layer):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         activation: str | Callable = "relu",
-        positional_encoding_layout: str = "interleaved",
         embedding: PositionalEmbedding | None = None,
-        positions: str = "sinusoidal",
-        max_positions: int | None = None,
-        add_positions: str = "input",
-        max_relative_position: int | None = None,
+        positions: position_schemes.PositionScheme | str = "sinusoidal",
         start_from_zero_embedding: bool = False,
         **kwargs,
     ):
+        positions = position_schemes.from_arguments(positions, kwargs, type(self).__name__)
         super().__init__(**kwargs)
         check_positive_int("num_layers", num_layers)
-        check_positions(positions, max_positions, add_positions)
-        check_relative_position(positions, max_relative_position)
         self.num_layers = num_layers
         self.d_model = d_model
         self.num_heads = num_heads
@@ -228,20 +206,14 @@ class TransformerStack(keras.layers.Layer):
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = get_activation(activation)
-        self.positional_encoding_layout = positional_encoding_layout
         self.positions = positions
-        self.max_positions = max_positions
-        self.add_positions = add_positions
-        self.max_relative_position = max_relative_position
         self.start_from_zero_embedding = start_from_zero_embedding
         if embedding is None:
             embedding = PositionalEmbedding(
                 vocab_size,
                 d_model,
                 dropout_rate=dropout_rate,
-                layout=positional_encoding_layout,
                 positions=positions,
-                max_positions=max_positions,
                 dtype=self.dtype_policy,
                 name="embedding",
             )
@@ -279,7 +251,7 @@ class TransformerStack(keras.layers.Layer):
     def _embed(self, token_ids, start_index=0, training=None):
         """The embedded tokens `(B, L, D)`, and the position rows `(1, L, D)` that every
         self-attention adds to its queries and keys (None unless they go there)."""
-        to_attention = self.add_positions == "queries_and_keys"
+        to_attention = self.positions.placement == "queries_and_keys"
         x = self.embedding(
             token_ids,
             start_index=start_index,
@@ -295,7 +267,7 @@ class TransformerStack(keras.layers.Layer):
     def _layer_input(self, x, index, start_index=0):
         """What block `index` reads: `x`, plus the positions from the second block on
         where they enter every layer."""
-        if index == 0 or self.add_positions != "every_layer":
+        if index == 0 or self.positions.placement != "every_layer":
             return x
         return self.embedding.position_encoding(x, start_index=start_index)  # (B, L, D)
 

@@ -94,19 +94,10 @@ class Encoder(TransformerStack):
         norm_first: pre-LN instead of post-LN. Defaults to False.
         layer_norm_epsilon: epsilon of the layer norms. Defaults to 1e-6.
         activation: activation of the feed-forward networks.
-        positional_encoding_layout: `"interleaved"` (paper) or
-            `"concatenated"` (TF tutorial).
         embedding: optional `PositionalEmbedding` to share with another
             stack instead of a new one (not part of `get_config`).
-        positions: `"sinusoidal"` (default), `"learned"`, `"rotary"`,
-            `"relative"` or `"relative_bias"`, as `keras_transformer.Transformer`
-            describes them.
-        max_positions: rows of the learned position table; required with
-            `positions="learned"`.
-        add_positions: `"input"` (default), `"every_layer"` or
-            `"queries_and_keys"`.
-        max_relative_position: the clipping distance of relative positions;
-            required with `positions="relative"`.
+        positions: the position scheme (`layers.positions`) or its
+            shorthand; defaults to `"sinusoidal"`, the paper's table.
         start_from_zero_embedding: whether position 0 embeds as a zero
             vector (a decoder's option, `TransformerStack`). Defaults to False.
         **kwargs: base layer arguments (`name`, `dtype`, ...).

@@ -11,32 +11,16 @@ scalar per head and distance bucket to the logits, `e_ij += b[bucket(j - i)]`:
 distances below 8 (16 one way) each have a bucket, longer ones share buckets
 spaced logarithmically up to 128, and beyond it the last.
 
-This module holds the index arithmetic and the per-query products;
-`MultiHeadAttention(positions="relative")` holds the tables `wK`, `wV` of
-`2k + 1` rows each, shared by the heads of a layer, and
-`positions="relative_bias"` the `(32, H)` table `b`.
+This module holds the index arithmetic and the per-query products; the
+schemes `positions.ShawRelative` and `positions.T5Bias` hold the tables, in
+each self-attention layer.
 """
 
 import math
 
 from keras import ops
 
-from keras_transformer.errors import ArgumentError
 from keras_transformer.layers.rows import over_rows
-from keras_transformer.validation import check_positive_int
-
-
-def check_relative_position(positions, max_relative_position):
-    """A `ValueError` unless `max_relative_position` is given with `"relative"` positions and
-    only then, as a positive int."""
-    if (positions == "relative") != (max_relative_position is not None):
-        raise ArgumentError(
-            "`max_relative_position` is the clipping distance of relative positions: give "
-            'it with `positions="relative"` and only then. '
-            f"Received: positions={positions!r}, max_relative_position={max_relative_position!r}"
-        )
-    if max_relative_position is not None:
-        check_positive_int("max_relative_position", max_relative_position)
 
 
 def relative_indices(query_positions, key_positions, max_distance):
@@ -61,11 +45,9 @@ def relative_indices(query_positions, key_positions, max_distance):
     return ops.clip(distance, -max_distance, max_distance) + max_distance  # (T, S)
 
 
-RELATIVE_BUCKETS = 32  # T5's number of distance buckets
-RELATIVE_MAX_DISTANCE = 128  # and the distance from which all share the last
-
-
-def relative_buckets(query_positions, key_positions, bidirectional):
+def relative_buckets(
+    query_positions, key_positions, bidirectional, num_buckets=32, max_distance=128
+):
     """T5's distance bucket of every query-key pair.
 
     Bidirectional (an encoder): half the buckets for keys after the query,
@@ -76,9 +58,11 @@ def relative_buckets(query_positions, key_positions, bidirectional):
         query_positions: integer `(T,)`.
         key_positions: integer `(S,)`.
         bidirectional: whether keys after the query have buckets of their own.
+        num_buckets: the buckets, 32 in T5.
+        max_distance: the distance from which all share the last bucket, 128 in T5.
 
     Returns:
-        int32 `(T, S)` in `[0, RELATIVE_BUCKETS)`.
+        int32 `(T, S)` in `[0, num_buckets)`.
 
     Examples:
         >>> relative_buckets(np.array([20]), np.arange(0, 40, 6), bidirectional=True)
@@ -86,7 +70,7 @@ def relative_buckets(query_positions, key_positions, bidirectional):
     """
     keys = ops.cast(key_positions, "int32")[None, :]  # (1, S)
     distance = keys - ops.cast(query_positions, "int32")[:, None]  # (T, S): j - i
-    buckets = RELATIVE_BUCKETS
+    buckets = num_buckets
     bucket = ops.zeros_like(distance)
     if bidirectional:
         buckets //= 2
@@ -96,7 +80,7 @@ def relative_buckets(query_positions, key_positions, bidirectional):
         distance = ops.maximum(-distance, 0)
     exact = buckets // 2  # distances below it have a bucket each
     spread = ops.log(ops.cast(ops.maximum(distance, 1), "float32") / exact)
-    spread = spread / math.log(RELATIVE_MAX_DISTANCE / exact) * (buckets - exact)
+    spread = spread / math.log(max_distance / exact) * (buckets - exact)
     far = ops.minimum(exact + ops.cast(spread, "int32"), buckets - 1)
     return bucket + ops.where(distance < exact, distance, far)  # (T, S)
 

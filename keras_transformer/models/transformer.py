@@ -1,11 +1,13 @@
 """The encoder-decoder Transformer model (Vaswani et al., 2017, §3)."""
 
+import warnings
 from collections.abc import Callable
 
 import keras
 from keras import ops
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.layers import positions as position_schemes
 from keras_transformer.layers.activations import get_activation
 from keras_transformer.layers.base import TransformerStack, arguments_of, serialized_arguments
 from keras_transformer.layers.decoder import Decoder
@@ -30,8 +32,10 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
     `target_in = [BOS] + y` and `target_out = y + [EOS]`.
 
     Args:
-        num_layers: encoder and decoder layers N (each, unless one of the
-            next two arguments sets a side's own).
+        num_layers: layers N of the encoder and of the decoder, or a pair
+            `(encoder_layers, decoder_layers)`. A deep encoder with a shallow
+            decoder decodes faster for the same size (Kasai et al., 2021): the
+            encoder runs once per sentence, the decoder once per output token.
         d_model: model width D.
         num_heads: attention heads H; must divide `d_model`.
         dff: inner size of the feed-forward networks.
@@ -46,8 +50,6 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         activation: activation of the feed-forward networks: a Keras name
             (`"relu"`, `"gelu"`, `"silu"`, ...), `"gelu_sigmoid"` (Marian's GELU,
             `layers.activations`) or a callable. Defaults to relu.
-        positional_encoding_layout: `"interleaved"` (paper, default) or
-            `"concatenated"` (TF tutorial).
         shared_embeddings: which weight matrices are one `(V, D)` matrix.
             None (default): the source embedding, the target embedding and
             the pre-softmax projection are separate. `"output"`: the target
@@ -55,34 +57,28 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             projection keeps its own bias). `"all"`: the source embedding
             too, as in the paper (§3.4); needs
             `input_vocab_size == target_vocab_size`, i.e. a shared vocabulary.
-        num_encoder_layers: encoder layers, if not `num_layers`. Defaults to
-            None.
-        num_decoder_layers: decoder layers, if not `num_layers`. Defaults to
-            None. A deep encoder with a shallow decoder decodes faster for
-            the same size (Kasai et al., 2021): the encoder runs once per
-            sentence, the decoder once per output token.
-        positions: how the model tells where a token is: `"sinusoidal"`
-            (the paper's fixed table, default), `"learned"` (a trained
-            table per side), `"rotary"` (the queries and keys of every
-            self-attention rotated by their positions), `"relative"` (Shaw
-            et al.'s learned vectors per distance, added to the keys and
-            values of every self-attention) or `"relative_bias"` (T5's
-            learned scalar per head and distance bucket, added to the
-            logits of every self-attention).
-        max_positions: rows of the learned table, the longest source or
-            target the model reads; required with `positions="learned"`.
-        add_positions: where a table of positions enters each stack:
-            `"input"` (the embeddings, default), `"every_layer"` (every
-            layer's input too) or `"queries_and_keys"` (the query and key
-            inputs of every self-attention, never the values); `"input"` for
-            the schemes without a table.
-        max_relative_position: the distance k beyond which relative
-            positions are clipped (2k + 1 vectors of keys and of values per
-            layer); required with `positions="relative"`.
+        positions: how the model tells where a token is, a position scheme
+            of `layers.positions` or its shorthand: `Sinusoidal()` (the
+            paper's fixed table, `"sinusoidal"`, default; its `layout` is
+            `"interleaved"` as in the paper or `"concatenated"` as in the TF
+            tutorial), `Learned(n)` (a trained table of n rows per side, the
+            longest source or target the model reads), `Rotary()` (the
+            queries and keys of every self-attention rotated by their
+            positions), `ShawRelative(k)` (learned vectors per distance,
+            clipped at k, added to the keys and values of every
+            self-attention), `T5Bias()` (a learned scalar per head and
+            distance bucket, added to the logits) or `ALiBi()` (a fixed
+            slope per head times the distance, added to the logits). A
+            table's `placement` says where it enters each stack: `"input"`
+            (the embeddings), `"every_layer"` or `"queries_and_keys"`.
         start_from_zero_embedding: whether the decoder's first position
             embeds as a zero vector instead of BOS's embedding, as Marian's
             models (OPUS-MT) start. Defaults to False.
-        **kwargs: base model arguments (`name`, `dtype`, ...).
+        **kwargs: base model arguments (`name`, `dtype`, ...). The older
+            `num_encoder_layers=`, `num_decoder_layers=`, `max_positions=`,
+            `add_positions=`, `max_relative_position=` and
+            `positional_encoding_layout=` still work, with a
+            `DeprecationWarning`; models saved with them load as they are.
 
     Call arguments:
         inputs: a pair `(source_ids, target_ids)` of integer tensors
@@ -103,9 +99,9 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
                             input_vocab_size=1000, target_vocab_size=1200)
         logits = model((np.array([[5, 6, 7, 0]]), np.array([[1, 9, 0]])))
         # logits (1, 3, 1200)
-        deep_shallow = Transformer(num_layers=6, num_decoder_layers=1, d_model=64,
-                                   num_heads=4, dff=128, input_vocab_size=1000,
-                                   target_vocab_size=1200)  # 6 encoder layers, 1 decoder layer
+        deep_shallow = Transformer(num_layers=(6, 1), d_model=64, num_heads=4, dff=128,
+                                   input_vocab_size=1000, target_vocab_size=1200,
+                                   positions=positions.Learned(256))
         ```
     """
 
@@ -122,24 +118,15 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         norm_first: bool = False,
         layer_norm_epsilon: float = 1e-6,
         activation: str | Callable = "relu",
-        positional_encoding_layout: str = "interleaved",
         shared_embeddings: str | None = None,
-        num_encoder_layers: int | None = None,
-        num_decoder_layers: int | None = None,
-        positions: str = "sinusoidal",
-        max_positions: int | None = None,
-        add_positions: str = "input",
-        max_relative_position: int | None = None,
+        positions: position_schemes.PositionScheme | str = "sinusoidal",
         start_from_zero_embedding: bool = False,
         **kwargs,
     ):
+        num_layers = _layers_from_arguments(num_layers, kwargs)
+        positions = position_schemes.from_arguments(positions, kwargs, "Transformer")
         super().__init__(**kwargs)
-        for name, depth in (
-            ("num_encoder_layers", num_encoder_layers),
-            ("num_decoder_layers", num_decoder_layers),
-        ):
-            if depth is not None:
-                check_positive_int(name, depth)
+        encoder_layers, decoder_layers = _stack_depths(num_layers)
         if shared_embeddings not in SHARED_EMBEDDINGS:
             raise ArgumentError(
                 f"`shared_embeddings` must be one of {SHARED_EMBEDDINGS}. "
@@ -150,7 +137,9 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
                 '`shared_embeddings="all"` needs one vocabulary for both sides. Received: '
                 f"input_vocab_size={input_vocab_size}, target_vocab_size={target_vocab_size}"
             )
-        self.num_layers = num_layers
+        self.num_layers = (
+            encoder_layers if encoder_layers == decoder_layers else (encoder_layers, decoder_layers)
+        )
         self.d_model = d_model
         self.num_heads = num_heads
         self.dff = dff
@@ -161,14 +150,8 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
         self.norm_first = norm_first
         self.layer_norm_epsilon = layer_norm_epsilon
         self.activation = get_activation(activation)
-        self.positional_encoding_layout = positional_encoding_layout
         self.shared_embeddings = shared_embeddings
-        self.num_encoder_layers = num_encoder_layers
-        self.num_decoder_layers = num_decoder_layers
         self.positions = positions
-        self.max_positions = max_positions
-        self.add_positions = add_positions
-        self.max_relative_position = max_relative_position
         self.start_from_zero_embedding = start_from_zero_embedding
         shared = dict(
             arguments_of(
@@ -179,14 +162,14 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             dtype=self.dtype_policy,
         )
         self.encoder = Encoder(
-            num_encoder_layers or num_layers,
+            encoder_layers,
             vocab_size=input_vocab_size,
             name="encoder",
             **shared,
         )
         embedding = self.encoder.embedding if shared_embeddings == "all" else None
         self.decoder = Decoder(
-            num_decoder_layers or num_layers,
+            decoder_layers,
             vocab_size=target_vocab_size,
             embedding=embedding,
             start_from_zero_embedding=start_from_zero_embedding,
@@ -198,6 +181,11 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             self.final_layer = keras.layers.Dense(
                 target_vocab_size, dtype=self.dtype_policy, name="logits"
             )
+
+    @property
+    def max_positions(self):
+        """The longest source or target the model reads (its scheme's), or None."""
+        return self.positions.max_positions
 
     def build(self, inputs_shape):
         source_shape, target_shape = self._split(inputs_shape, "inputs")
@@ -292,3 +280,51 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
 
     def get_config(self):
         return {**super().get_config(), **serialized_arguments(self, Transformer)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = position_schemes.upgrade_config(config)
+        depths = [config.pop(name, None) for name in LEGACY_DEPTHS]
+        if any(depth is not None for depth in depths):
+            config["num_layers"] = _folded_depths(config["num_layers"], *depths)
+        return super().from_config(config)
+
+
+LEGACY_DEPTHS = ("num_encoder_layers", "num_decoder_layers")  # older arguments, now in `num_layers`
+
+
+def _stack_depths(num_layers):
+    """`(encoder_layers, decoder_layers)` of `num_layers`, an int or a pair; checked."""
+    if isinstance(num_layers, int) and not isinstance(num_layers, bool):
+        num_layers = (num_layers, num_layers)
+    if not isinstance(num_layers, (tuple, list)) or len(num_layers) != 2:
+        raise ArgumentError(
+            "`num_layers` must be a positive integer or a pair (encoder_layers, "
+            f"decoder_layers). Received: num_layers={num_layers!r}"
+        )
+    for depth in num_layers:
+        check_positive_int("num_layers", depth)
+    return tuple(num_layers)
+
+
+def _folded_depths(num_layers, encoder_layers, decoder_layers):
+    """The older three arguments as one pair; None means `num_layers`."""
+    return _stack_depths(
+        tuple(num_layers if depth is None else depth for depth in (encoder_layers, decoder_layers))
+    )
+
+
+def _layers_from_arguments(num_layers, arguments):
+    """`num_layers` with the older `num_encoder_layers` / `num_decoder_layers` among
+    `arguments` (popped) folded in, warning that they moved."""
+    depths = [arguments.pop(name, None) for name in LEGACY_DEPTHS]
+    if all(depth is None for depth in depths):
+        return num_layers
+    depths = _folded_depths(num_layers, *depths)
+    warnings.warn(
+        "Transformer's `num_encoder_layers` and `num_decoder_layers` are one argument now: "
+        f"pass num_layers={depths!r} instead.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return depths

@@ -13,6 +13,7 @@ import shutil
 from keras_transformer.config import default_config, save_config
 from keras_transformer.errors import RunError
 from keras_transformer.importers import marian_transformer, read_opus_mt
+from keras_transformer.model_section import model_section
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.text.marian_tokenizer import MarianTokenizer
 
@@ -54,8 +55,7 @@ def import_marian(model_dir, run_dir):
         for proto, vocabulary in zip(marian.sentencepiece, marian.vocabularies, strict=True)
     ]
     config = default_config()
-    model_config = model.get_config()
-    config["model"] = {key: model_config[key] for key in config["model"]}
+    config["model"] = model_section(model)
     config["tokenizer"].update(type=MarianTokenizer.type_name, shared=False)
     config["tokenizer"]["vocab_size"] = tokenizers[0].vocab_size
     os.makedirs(run.path, exist_ok=True)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from keras_transformer.config import MIXED_PRECISION_POLICIES
 from keras_transformer.errors import ArgumentError, RunError
+from keras_transformer.model_section import model_arguments
 from keras_transformer.models import Transformer
 from keras_transformer.run.data import (
     corpus_split,
@@ -47,7 +48,9 @@ log = logging.getLogger(__name__)
 def build_model(config, source_vocab, target_vocab):
     """The `Transformer` of the config's `model` section for the given vocabularies."""
     return Transformer(
-        **config["model"], input_vocab_size=source_vocab, target_vocab_size=target_vocab
+        **model_arguments(config["model"]),
+        input_vocab_size=source_vocab,
+        target_vocab_size=target_vocab,
     )
 
 
