@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 import re
 import signal
@@ -13,8 +14,9 @@ from conftest import load_tiny_translation, saved_functions, saved_model_ops, tf
 from markdown import block_after
 from serving import session_serving_default
 
+from keras_transformer.errors import MissingDependencyError
 from keras_transformer.export import export_translator
-from keras_transformer.export.saved_model import WARMUP_FILE
+from keras_transformer.export.saved_model import WARMUP_FILE, write_warmup_requests
 from keras_transformer.inference import Translator
 
 pytestmark = pytest.mark.xdist_group("export")
@@ -120,8 +122,23 @@ def test_export_loads_in_a_fresh_process_with_only_tensorflow_and_text(
     assert served == [t.decode() for t in translator(tf.constant(texts)).numpy()]
 
 
-def test_token_id_export_loads_without_tensorflow_text(translator, tmp_path):
-    path = export_translator(translator, "numbers_ids", base_dir=str(tmp_path), text=False)
+def test_token_id_export_loads_without_tensorflow_text(translator, tmp_path, monkeypatch, caplog):
+    """Also: without `tensorflow-serving-api` (the `serving` extra) the export is made with a
+    logged warning and no warm-up requests, and asking for them is an error naming the
+    package."""
+    for module in ("tensorflow_serving", "tensorflow_serving.apis"):
+        monkeypatch.setitem(sys.modules, module, None)  # `import` raises ImportError
+    with pytest.raises(MissingDependencyError, match="tensorflow-serving-api"):
+        write_warmup_requests(str(tmp_path), "numbers_ids", [])
+    logger = logging.getLogger("keras_transformer.export.saved_model")
+    logger.addHandler(caplog.handler)  # the CLI's tests may have stopped propagation
+    try:
+        path = export_translator(translator, "numbers_ids", base_dir=str(tmp_path), text=False)
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "no warm-up requests" in caplog.text
+    assert not os.path.exists(os.path.join(path, "assets.extra", WARMUP_FILE))
+    monkeypatch.undo()
     source_ids = translator.source_ids(tf.constant(MIXED)).numpy()
     expected = translator.translate_ids(source_ids).numpy()
     script = textwrap.dedent(

@@ -1,5 +1,6 @@
 """Writing a `Translator` as a SavedModel in TF Serving's layout."""
 
+import logging
 import os
 import re
 import shutil
@@ -7,9 +8,8 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
-from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
-from keras_transformer.errors import ArgumentError
+from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.inference.translator import Translator
 from keras_transformer.validation import check_positive_int
 
@@ -40,7 +40,7 @@ def export_translator(
     version: int | None = None,
     text: bool = True,
     xla: bool = False,
-    warmup: bool = True,
+    warmup: bool | None = None,
     n_best: int | None = None,
 ) -> str:
     """Saves `translator` to `{base_dir}/{name}/{version}/`, ready for TF Serving.
@@ -80,8 +80,8 @@ def export_translator(
 
     The version is written into a temporary directory beside its final
     place and renamed into place when complete, so a server polling
-    `{base_dir}/{name}/` never loads a half-written version. With `warmup`,
-    `assets.extra/tf_serving_warmup_requests` holds requests that TF Serving
+    `{base_dir}/{name}/` never loads a half-written version. With warm-up
+    requests, `assets.extra/tf_serving_warmup_requests` holds requests that TF Serving
     replays when it loads the version, one for each source-length bucket,
     so that a user's first request is not the slow one.
 
@@ -100,7 +100,9 @@ def export_translator(
         version: integer version; defaults to one more than the largest there.
         text: whether to include the tokenizers and the string signature.
         xla: whether to compile the search with XLA.
-        warmup: whether to write TF Serving warm-up requests.
+        warmup: whether to write TF Serving warm-up requests, which need the
+            `tensorflow-serving-api` package (the `serving` extra). None
+            writes them when it is installed, and logs a warning when not.
         n_best: N of `translate_n_best`; defaults to the translator's beam
             size (its `n_best` when it samples).
 
@@ -172,7 +174,7 @@ def export_translator(
     partial = tempfile.mkdtemp(prefix=f".partial-{version}-", dir=model_dir)
     try:
         tf.saved_model.save(root, partial, signatures=signatures)
-        if warmup:
+        if writes_warmup(warmup):
             write_warmup_requests(partial, name, warmup_requests(translator, text))
         os.chmod(partial, 0o755)  # mkdtemp makes it private; a server may run as another user
         os.rename(partial, path)  # atomic: a version is complete or absent
@@ -248,8 +250,38 @@ def warmup_requests(translator, text):
     return requests
 
 
+def serving_apis():
+    """TF Serving's request protocol buffers (`tensorflow_serving.apis`), or a
+    `MissingDependencyError` that says how to install them."""
+    try:
+        from tensorflow_serving import apis
+        from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2  # noqa: F401
+    except ImportError as error:
+        raise MissingDependencyError(
+            "TF Serving's warm-up requests need the `tensorflow-serving-api` package: "
+            'pip install "keras-transformer-nmt[serving]", or export with warmup=False.'
+        ) from error
+    return apis
+
+
+def writes_warmup(warmup):
+    """Whether an export writes warm-up requests: `warmup` when it is given, else whether
+    `tensorflow-serving-api` is installed (logging a warning when it is not)."""
+    if warmup is not None:
+        return bool(warmup)
+    try:
+        serving_apis()
+    except MissingDependencyError as error:
+        logging.getLogger(__name__).warning("%s The export has no warm-up requests.", error)
+        return False
+    return True
+
+
 def write_warmup_requests(version_dir, name, requests):
     """Writes `assets.extra/tf_serving_warmup_requests`, TF Serving's PredictionLog records."""
+    apis = serving_apis()
+    model_pb2, predict_pb2 = apis.model_pb2, apis.predict_pb2
+    prediction_log_pb2 = apis.prediction_log_pb2
     directory = os.path.join(version_dir, "assets.extra")
     os.makedirs(directory, exist_ok=True)
     with tf.io.TFRecordWriter(os.path.join(directory, WARMUP_FILE)) as writer:
