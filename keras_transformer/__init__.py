@@ -16,8 +16,6 @@ from keras_transformer.startup import import_tensorflow_quietly
 
 import_tensorflow_quietly()  # before Keras imports TensorFlow; see startup.py
 
-import keras  # noqa: E402
-
 # What Keras needs to load a `.keras` file of the package: its layers, model, losses,
 # metrics, optimizers and schedules register themselves when imported.
 from keras_transformer import layers, models, training  # noqa: E402
@@ -29,9 +27,6 @@ from keras_transformer.training import (  # noqa: E402
     TransformerSchedule,
     transformer_optimizer,
 )
-from keras_transformer.training.memory import keep_freed_memory_for_jax  # noqa: E402
-
-keep_freed_memory_for_jax(keras.backend.backend())  # see training/memory.py
 
 __version__ = "0.2.0.dev0"
 

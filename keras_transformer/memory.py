@@ -9,9 +9,11 @@ serve large blocks from its heap, to keep freed memory for reuse and to use one
 arena for all threads; the process then holds on to its peak memory, as
 TensorFlow's own allocator does.
 
-Importing `keras_transformer` under the JAX backend calls it, unless one of
-glibc's `MALLOC_ARENA_MAX`, `MALLOC_MMAP_MAX_`, `MALLOC_TRIM_THRESHOLD_`
+`Transformer.fit` calls it when training starts under the JAX backend, unless
+one of glibc's `MALLOC_ARENA_MAX`, `MALLOC_MMAP_MAX_`, `MALLOC_TRIM_THRESHOLD_`
 variables is set: then the environment's settings are the ones in force.
+Importing the package changes nothing. A training loop of your own calls
+`keep_freed_memory()` itself.
 """
 
 import ctypes
@@ -40,7 +42,7 @@ def keep_freed_memory():
 
     Example:
 
-        from keras_transformer.training.memory import keep_freed_memory
+        from keras_transformer.memory import keep_freed_memory
         keep_freed_memory()  # before a long JAX training on a CPU
     """
     name = ctypes.util.find_library("c")

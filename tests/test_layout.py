@@ -24,6 +24,7 @@ RANKS = {
     "validation": 0,
     "startup": 0,
     "lazy": 0,
+    "memory": 0,
     "layers": 1,
     "models": 2,
     "training": 3,

@@ -1,4 +1,4 @@
-"""glibc's malloc kept from returning freed memory (training/memory.py).
+"""glibc's malloc kept from returning freed memory (keras_transformer/memory.py).
 
 Measured as the kernel sees it: the page faults of allocating, touching and
 freeing a 64 MB array again and again. With glibc's defaults each new array
@@ -16,9 +16,7 @@ import textwrap
 
 import pytest
 
-MEMORY_MODULE = os.path.join(
-    os.path.dirname(__file__), os.pardir, "keras_transformer", "training", "memory.py"
-)
+MEMORY_MODULE = os.path.join(os.path.dirname(__file__), os.pardir, "keras_transformer", "memory.py")
 
 # Page faults of one 64 MB array allocated, touched and freed, after a first one.
 REUSE_FAULTS = textwrap.dedent(
@@ -78,3 +76,50 @@ def test_only_the_jax_backend_without_malloc_variables_changes_malloc(monkeypatc
     assert keep_freed_memory_for_jax("tensorflow") is False
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert keep_freed_memory_for_jax("jax") is False
+
+
+# Importing the package under JAX with `keras_transformer.memory` replaced by a recorder.
+IMPORT_UNDER_JAX = textwrap.dedent(
+    """
+    import json, sys, types
+
+    calls = []
+    recorder = types.ModuleType("keras_transformer.memory")
+    recorder.MALLOC_VARIABLES = ()
+    recorder.keep_freed_memory = lambda: calls.append("keep_freed_memory")
+    recorder.keep_freed_memory_for_jax = lambda backend: calls.append(backend)
+    sys.modules["keras_transformer.memory"] = recorder
+    import keras
+    import keras_transformer
+
+    print(json.dumps({"backend": keras.backend.backend(), "calls": calls}))
+    """
+)
+
+
+def test_fit_sets_malloc_for_its_backend_and_importing_the_package_does_not(monkeypatch):
+    """`Transformer.fit` asks `keep_freed_memory_for_jax` with the backend it trains on (under
+    TensorFlow that changes nothing, as the test above shows); importing the package under
+    JAX asks nothing."""
+    import keras
+    import numpy as np
+
+    import keras_transformer as kt
+    from keras_transformer.models import train_step
+
+    backends = []
+    monkeypatch.setattr(train_step, "keep_freed_memory_for_jax", backends.append)
+    model = kt.Transformer(1, 16, 2, 32, 20, 20)
+    model.compile(optimizer="adam", loss=kt.MaskedSparseCategoricalCrossentropy())
+    ids = np.array([[5, 6, 2], [7, 2, 0]], "int32")
+    model.fit((ids, ids), ids, epochs=1, verbose=0)
+    assert backends == [keras.backend.backend()]
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_UNDER_JAX],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KERAS_BACKEND": "jax"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"backend": "jax", "calls": []}

@@ -23,6 +23,7 @@ from keras import ops
 from keras_transformer import compat
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.memory import keep_freed_memory_for_jax
 from keras_transformer.validation import check_non_negative, check_positive_int
 
 
@@ -88,6 +89,12 @@ class PackedTraining:
         self.compile(**keras.saving.deserialize_keras_object(config))
         if self.built:
             self.optimizer.build(self.trainable_variables)
+
+    def fit(self, *args, **kwargs):
+        """`keras.Model.fit`; under the JAX backend it first keeps glibc's malloc from
+        handing freed memory back to the system (`keras_transformer.memory`)."""
+        keep_freed_memory_for_jax(keras.backend.backend())
+        return super().fit(*args, **kwargs)
 
     def train_step(self, *args):
         if keras.backend.backend() != "tensorflow":  # JAX's step also takes the state
