@@ -39,16 +39,14 @@ def test_a_keras_file_of_0_1_0_loads_as_a_transformer_with_its_config():
 def test_a_run_directory_of_0_1_0_translates_as_it_did(run_0_1_0, expected, beam_size):
     translator = runs.make_translator(run_0_1_0, beam_size=beam_size, n_best=beam_size)
     result = translator.translate(expected["sentences"])
-    texts = [[t.decode("utf-8") for t in row] for row in result["translations"].numpy()]
+    texts = result.translations.tolist()
     reference = expected[f"beam{beam_size}"]
     # Empty and whitespace-only sentences translate as "" now; 0.1.0 made up a number.
     empty = [i for i, sentence in enumerate(expected["sentences"]) if not sentence.strip()]
     assert empty and all(texts[i][0] == "" for i in empty)
     kept = [i for i in range(len(texts)) if i not in empty]
     assert [texts[i] for i in kept] == [reference["translations"][i] for i in kept]
-    np.testing.assert_allclose(
-        result["scores"].numpy()[kept], np.array(reference["scores"])[kept], atol=1e-5
-    )
+    np.testing.assert_allclose(result.scores[kept], np.array(reference["scores"])[kept], atol=1e-5)
 
 
 def test_a_run_directory_of_0_1_0_scores_given_translations_as_it_did(run_0_1_0, expected):

@@ -189,10 +189,7 @@ def test_ctranslate2_takes_the_exported_length_options(tiny_translation, tmp_pat
     )["score"]
     given = engine.translate(sources)
     np.testing.assert_allclose(given["scores"][:, 0], referee, atol=1e-2)  # padding and BOS
-    same = (
-        kt.inference.translations_of(beam.translate(sources)["translations"])[:, 0]
-        == (given["translations"][:, 0])
-    )
+    same = beam.translate(sources).translations[:, 0] == given.translations[:, 0]
     assert same.mean() >= 0.7, np.flatnonzero(~same)
 
     limited = translator.copy(min_length=0, max_length_a=1.0, max_length_b=-1)
@@ -282,9 +279,10 @@ def test_ctranslate2_translate_gives_the_translators_outputs_scores_and_prefixes
             ours, theirs = (e.translate(sources, given) for e in (translator, engine))
             n = options.get("n_best", 1)
             assert theirs["translations"].shape == theirs["scores"].shape == (len(sources), n)
-            np.testing.assert_array_equal(theirs["truncated"], ours["truncated"].numpy())
-            texts = kt.inference.translations_of(ours["translations"])
-            same = texts == theirs["translations"]  # (B, n)
+            assert type(theirs) is type(ours) is kt.inference.Translations
+            np.testing.assert_array_equal(theirs.truncated, ours.truncated)
+            np.testing.assert_array_equal(theirs.truncated, engine.truncated(sources))
+            same = ours.translations == theirs.translations  # (B, n)
             assert same[:, 0].mean() >= 0.93, (options, given is not None, same[:, 0].mean())
             if given is not None:
                 starts = zip(theirs["translations"][:, 0], given, strict=True)
@@ -293,9 +291,7 @@ def test_ctranslate2_translate_gives_the_translators_outputs_scores_and_prefixes
             # the softmax as the search does: a prefix's log P is lower by their mass.
             # And two hypotheses of an n-best list can spell one text with other pieces.
             tolerance = 2e-3 if given is None else 2e-2
-            close = np.isclose(
-                theirs["scores"], ours["scores"].numpy(), rtol=2e-3, atol=tolerance
-            )  # (B, n)
+            close = np.isclose(theirs.scores, ours.scores, rtol=2e-3, atol=tolerance)  # (B, n)
             assert close[same].mean() >= 0.98, np.flatnonzero(same & ~close)
         lines = kt.inference.translate_lines_with_scores(engine, sources[:3])
         assert [[text for text, _ in row] for row in lines] == (

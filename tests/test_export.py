@@ -14,10 +14,12 @@ from conftest import load_tiny_translation, saved_functions, saved_model_ops, tf
 from markdown import block_after
 from serving import session_serving_default
 
-from keras_transformer.errors import MissingDependencyError
+import keras_transformer as kt
+from keras_transformer.errors import ArgumentError, MissingDependencyError
 from keras_transformer.export import export_translator
 from keras_transformer.export.saved_model import WARMUP_FILE, write_warmup_requests
-from keras_transformer.inference import Translator
+from keras_transformer.export.saved_model_runtime import SavedModelTranslator
+from keras_transformer.inference import Translator, translations_of
 
 pytestmark = pytest.mark.xdist_group("export")
 
@@ -191,16 +193,30 @@ def test_n_best_prefix_and_constrained_signatures_translate_as_the_translator_do
     sentences = ["twenty-one", "", "seven hundred and three", "   "]
     prefixes = ["", "neun", "sieben", ""]
     expected = translator.copy(n_best=2).translate(sentences)
+    model_dir = os.path.dirname(path)  # TF Serving's: the newest version opens
+    newest = max(int(name) for name in os.listdir(model_dir) if name.isdigit())
+    engine = kt.run.open_engine(model_dir)  # versions of one translator's options
+    assert isinstance(engine, SavedModelTranslator)
+    assert engine.directory == os.path.join(model_dir, str(newest))
     for rows in [slice(0, 4), slice(0, 1), slice(1, 2)]:  # a batch of one and an empty input
         got = n_best(inputs=tf.constant(sentences[rows]))
-        np.testing.assert_array_equal(got["translations"], expected["translations"][rows])
-        np.testing.assert_allclose(got["scores"], expected["scores"][rows], atol=1e-5)
+        texts = translations_of(got["translations"])
+        np.testing.assert_array_equal(texts, expected.translations[rows])
+        np.testing.assert_allclose(got["scores"], expected.scores[rows], atol=1e-5)
+        as_engine = engine.translate(sentences[rows])
+        assert as_engine.translations.tolist() == expected.translations[rows].tolist()
+        np.testing.assert_allclose(as_engine.scores, expected.scores[rows], atol=1e-5)
+        assert as_engine.truncated.tolist() == expected.truncated[rows].tolist()
+        assert engine(sentences[rows]) == translator(sentences[rows]).numpy().astype(str).tolist()
         started = with_prefix(
             inputs=tf.constant(sentences[rows]), prefixes=tf.constant(prefixes[rows])
         )["outputs"].numpy()
-        reference = translator.translate(sentences[rows], prefixes[rows])["translations"]
-        np.testing.assert_array_equal(started, reference.numpy()[:, 0])
-    assert expected["translations"].numpy()[1, 0] == b""
+        reference = translator.translate(sentences[rows], prefixes[rows])
+        assert translations_of(started).tolist() == reference.best
+    assert expected.translations[1, 0] == ""
+    assert engine.truncated(["eins " * 300, "eins"]).tolist() == [True, False]
+    with pytest.raises(ArgumentError, match="does not take `prefixes`"):
+        engine.translate(sentences, prefixes=prefixes)
     assert started[0].startswith(b"neun")  # an empty source with a prefix: the prefix alone
     with pytest.raises(tf.errors.InvalidArgumentError, match="Give one prefix per sentence"):
         with_prefix(inputs=tf.constant(sentences), prefixes=tf.constant(prefixes[:2]))

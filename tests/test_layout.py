@@ -3,7 +3,8 @@ DESIGN.md (layers know nothing of training, the model nothing of training or
 inference), the searches and exporters probe no capabilities with `hasattr`,
 no module or function outgrows a screen's worth of reading, no search or export
 function takes more than eight parameters (options travel as `DecodeOptions`),
-no layer or model constructor takes more than 14 parameters (a position scheme travels
+every engine's `translate` returns one type, no layer or model constructor takes more
+than 14 parameters (a position scheme travels
 as one object), no export module reaches into another's runtime, no module imports one that imports
 it back (lazy imports too), and importing the package loads only what Keras needs
 to load a saved model."""
@@ -146,6 +147,29 @@ def test_layers_and_models_take_their_settings_as_objects():
                         if len(arguments) - 1 > 14:  # without self
                             crowded.append(f"{path.name}: {node.name} takes {len(arguments) - 1}")
     assert not crowded
+
+
+def test_every_engine_returns_translations():
+    """Each engine's `translate` (the `Translator`, every export's runtime) returns
+    `Translations.of(...)`, the one result type of `inference/engine.py`."""
+    engines, others = [], []
+    for folder in ("inference", "export"):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.ClassDef) or "Protocol" in map(ast.unparse, node.bases):
+                    continue
+                for method in node.body:
+                    if not (isinstance(method, ast.FunctionDef) and method.name == "translate"):
+                        continue
+                    engines.append(node.name)
+                    returned = [n.value for n in ast.walk(method) if isinstance(n, ast.Return)]
+                    if not returned or not all(
+                        isinstance(value, ast.Call) and ast.unparse(value.func) == "Translations.of"
+                        for value in returned
+                    ):
+                        others.append(f"{path.name}: {node.name}.translate")
+    expected = {"Translator", "SavedModelTranslator", "LiteRTTranslator", "CTranslate2Translator"}
+    assert set(engines) == expected and not others, (engines, others)
 
 
 def test_no_export_module_imports_another_exports_runtime():

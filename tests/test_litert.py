@@ -283,12 +283,15 @@ def test_litert_translate_gives_the_translators_outputs_and_scores(small_export)
     engine = LiteRTTranslator(directory)
     sentences = ["eins", "zweiundzwanzig", "dreihundert", "", "   ", "eins " * 20]
     ours, theirs = translator.translate(sentences), engine.translate(sentences)
-    assert theirs["translations"].shape == theirs["scores"].shape == (len(sentences), 1)
-    assert theirs["translations"].tolist() == (
-        kt.inference.translations_of(ours["translations"]).tolist()
-    )
-    np.testing.assert_allclose(theirs["scores"], ours["scores"].numpy(), rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(theirs["truncated"], ours["truncated"].numpy())
+    assert type(theirs) is type(ours) is kt.inference.Translations
+    assert theirs.translations.shape == theirs.scores.shape == (len(sentences), 1)
+    assert theirs.translations.tolist() == ours.translations.tolist()
+    np.testing.assert_allclose(theirs.scores, ours.scores, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(theirs.truncated, ours.truncated)
+    opened = kt.run.open_engine(directory)
+    assert isinstance(opened, LiteRTTranslator) and opened(sentences) == engine(sentences)
+    with pytest.raises(ArgumentError, match=r"fixed at export; \['beam_size'\]"):
+        kt.run.open_engine(directory, {"beam_size": 2})
     lines = kt.inference.translate_lines_with_scores(engine, sentences)
     assert [row[0][0] for row in lines] == theirs["translations"][:, 0].tolist()
     assert kt.inference.translate_lines(engine, sentences) == engine(sentences)

@@ -58,12 +58,34 @@ def test_a_translator_in_one_cache_traces_one_loop_and_translates_the_same(parts
 def test_n_best_are_sorted_and_the_first_is_the_best(parts):
     beam = translator(parts, beam_size=4, n_best=3)
     result = beam.translate(SENTENCES)
-    texts, scores = result["translations"].numpy(), result["scores"].numpy()
+    texts, scores = result.translations, result.scores
     assert texts.shape == scores.shape == (len(SENTENCES), 3)
     assert (np.diff(scores, axis=1) <= 1e-6).all(), scores
-    np.testing.assert_array_equal(texts[:, 0], beam.copy(n_best=1)(tf.constant(SENTENCES)))
+    best = beam.copy(n_best=1)(tf.constant(SENTENCES)).numpy()
+    assert result.best == texts[:, 0].tolist() == [t.decode() for t in best]
     with pytest.raises(ValueError, match="`n_best` can be at most `beam_size`"):
         beam.copy(n_best=5)
+
+
+def test_translate_gives_python_values_of_what_translate_tensors_gives_a_graph(parts):
+    search = translator(parts, beam_size=3, n_best=2, max_source_length=4)
+    sentences = [SENTENCES[0], "one two three four five six", ""]
+    result, tensors = search.translate(sentences), search.translate_tensors(sentences)
+    texts = [[t.decode() for t in row] for row in tensors["translations"].numpy()]
+    assert result.translations.tolist() == texts
+    assert {type(t) for row in result.translations for t in row} == {str}
+    np.testing.assert_array_equal(result.scores, tensors["scores"].numpy())
+    assert result.truncated.tolist() == tensors["truncated"].numpy().tolist() == [0, 1, 0]
+    scores = tensors["scores"].numpy()[1].tolist()
+    assert result.hypotheses()[1] == list(zip(texts[1], scores, strict=True))
+    assert dict(result).keys() == {"translations", "scores", "truncated"}
+
+    @tf.function(autograph=False)
+    def in_a_graph(sentences):
+        return search.translate(sentences)
+
+    with pytest.raises(ArgumentError, match="translate_tensors"):
+        in_a_graph(tf.constant(["eins"]))
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
@@ -72,11 +94,11 @@ def test_translations_start_with_their_prefix(parts, beam_size):
     plain = [t.decode() for t in free(tf.constant(SENTENCES)).numpy()]
     own_start = [text.split()[0] for text in plain]
     prefixes = [own_start[i] if i % 3 == 0 else "" if i % 3 == 1 else "seven" for i in range(12)]
-    texts = free.translate(SENTENCES, prefixes)["translations"].numpy()[:, 0]
+    texts = free.translate(SENTENCES, prefixes).best
     for i, (text, prefix) in enumerate(zip(texts, prefixes, strict=True)):
-        assert text.decode().startswith(prefix), (text, prefix)
+        assert text.startswith(prefix), (text, prefix)
         if i % 3 != 2:  # its own first word, or no prefix: the free translation
-            assert text.decode() == plain[i], (text, plain[i])
+            assert text == plain[i], (text, plain[i])
 
 
 def test_a_prefix_fits_in_max_length_and_each_sentence_has_one(parts):
@@ -84,8 +106,8 @@ def test_a_prefix_fits_in_max_length_and_each_sentence_has_one(parts):
     prefix = "seven hundred and seventy-seven"
     tokens = int(tokenizer.tokenize([prefix]).row_lengths()[0])
     fits = translator(parts, beam_size=4).copy(max_length=tokens)
-    texts = fits.translate(SENTENCES[:2], ["", prefix])["translations"].numpy()[:, 0]
-    assert texts[1].decode() == prefix  # the whole output, without EOS
+    texts = fits.translate(SENTENCES[:2], ["", prefix]).best
+    assert texts[1] == prefix  # the whole output, without EOS
     with pytest.raises(ValueError, match=f"Prefix 1 has {tokens} tokens.*max_length={tokens - 1}"):
         fits.copy(max_length=tokens - 1).translate(SENTENCES[:2], ["", prefix])
     with pytest.raises(ValueError, match="Received: 2 sentences, 1 prefixes"):
@@ -97,10 +119,10 @@ def test_sampling_is_seeded_and_cold_sampling_is_greedy(parts):
     cold = translator(parts, sample=True, temperature=1e-4, seed=5)(tf.constant(SENTENCES))
     np.testing.assert_array_equal(cold.numpy(), greedy)
     hot = translator(parts, sample=True, temperature=2.0, n_best=4, seed=1)
-    first = hot.translate(SENTENCES)["translations"].numpy()
-    np.testing.assert_array_equal(hot.translate(SENTENCES)["translations"].numpy(), first)
+    first = hot.translate(SENTENCES).translations
+    np.testing.assert_array_equal(hot.translate(SENTENCES).translations, first)
     assert any(len(set(row)) > 1 for row in first)  # four draws are not all alike
-    other = hot.copy(seed=2).translate(SENTENCES)["translations"].numpy()
+    other = hot.copy(seed=2).translate(SENTENCES).translations
     assert (other != first).any()
 
 
@@ -158,12 +180,12 @@ def test_an_ensemble_averages_log_probabilities_and_needs_one_vocabulary(parts):
 )
 def test_empty_and_whitespace_sources_translate_as_empty_strings(parts, options):
     search = translator(parts, **options)
-    result = search.translate(["", SENTENCES[0], "   "])["translations"].numpy()
-    assert result[0, 0] == result[2, 0] == b""
+    result = search.translate(["", SENTENCES[0], "   "]).translations
+    assert result[0, 0] == result[2, 0] == ""
     if not search.sample:  # a sample's random numbers depend on the batch
-        alone = search.translate([SENTENCES[0]])["translations"].numpy()
+        alone = search.translate([SENTENCES[0]]).translations
         np.testing.assert_array_equal(result[1], alone[0])
-    assert search.translate([" "])["translations"].numpy()[0, 0] == b""
+    assert search.translate([" "]).best == [""]
 
 
 @pytest.mark.parametrize(
@@ -285,14 +307,14 @@ def test_a_vocabulary_that_numbers_its_special_pieces_otherwise_translates_the_s
         )
         expected = ours.translate(sources)
         got = theirs.translate(sources)
-        assert got["translations"].numpy().tolist() == expected["translations"].numpy().tolist()
-        np.testing.assert_allclose(got["scores"], expected["scores"], rtol=1e-4, atol=1e-5)
-        assert got["translations"].numpy()[-2:].tolist() == [[b""] * options.get("n_best", 1)] * 2
+        assert got.translations.tolist() == expected.translations.tolist()
+        np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-4, atol=1e-5)
+        assert got.translations[-2:].tolist() == [[""] * options.get("n_best", 1)] * 2
         result = theirs.search(theirs.source_ids(sources[:2]))
         assert result.token_ids.numpy().tolist() == (
             permutation[ours.search(ours.source_ids(sources[:2])).token_ids.numpy()].tolist()
         )
         constrained = theirs.translate(sources[:2], constraints=phrases)["translations"]
         expected = ours.translate(sources[:2], constraints=phrases)["translations"]
-        assert constrained.numpy().tolist() == expected.numpy().tolist()
-        assert all(phrases[0][0].encode() in t for t in constrained.numpy()[:, 0])
+        assert constrained.tolist() == expected.tolist()
+        assert all(phrases[0][0] in t for t in constrained[:, 0])

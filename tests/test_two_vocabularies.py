@@ -23,7 +23,7 @@ import keras_transformer as kt
 from keras_transformer.cli import main
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.export import export_translator
-from keras_transformer.inference import translate_lines, translations_of
+from keras_transformer.inference import translate_lines
 
 pytestmark = pytest.mark.xdist_group("two_vocabularies")
 
@@ -64,8 +64,8 @@ def expected_signatures(translator, sentences, prefixes, phrases):
         best = n_best.translate(batch)
         answers += [
             {"outputs": texts(translator(batch))},
-            {"translations": texts(best["translations"]), "scores": best["scores"].numpy()},
-            {"outputs": texts(translator.translate(batch, prefixes[rows])["translations"])},
+            {"translations": texts(best.translations), "scores": best.scores},
+            {"outputs": translator.translate(batch, prefixes[rows]).best},
             {"outputs": texts(translator(batch, constraints=phrases[rows]))},
         ]
     requests.append(("serving_default", {"inputs": sentences[1:2]}))  # an empty line alone
@@ -212,4 +212,7 @@ def test_an_imported_runs_saved_model_translates_as_its_translator(imported_runs
     requests = [("serving_default", {"inputs": sources})]
     got = fresh_process_signatures(exported, requests)[0]["outputs"]
     assert got == translate_lines(translator, sources)
-    assert got == translations_of(translator.translate(sources)["translations"])[:, 0].tolist()
+    assert got == translator.translate(sources).best
+    engine = kt.run.open_engine(exported)  # the export as an engine, in this process
+    assert engine(sources) == got and engine.translate(sources).best == got
+    assert engine.truncated(sources).tolist() == translator.truncated(sources).numpy().tolist()

@@ -1,7 +1,6 @@
 """What each command of `keras-transformer` does, over `keras_transformer.run`."""
 
 import json
-import os
 import sys
 
 from keras_transformer.config import load_config
@@ -119,11 +118,15 @@ def run_translate(args):
                 "with (a SavedModel's translate_n_best, translate_with_prefix and "
                 "translate_constrained signatures take n-best lists, prefixes and constraints)."
             )
+        from keras_transformer import run
+
         if args.litert:
-            lines = translate_with_litert(args.litert, sentences)
+            engine = run.open_engine(args.litert, kind="litert")
         else:
-            lines = translate_with_saved_model(args.saved_model, sentences)
-        for line in lines:
+            engine = run.open_engine(args.saved_model, kind="saved_model")
+        if engine.max_source_length is not None:  # None: a SavedModel of an earlier release
+            report_truncated(engine, sentences)
+        for line in translate_lines(engine, sentences):
             print(line)
         return
     from keras_transformer import run
@@ -181,8 +184,7 @@ def input_sentences(arguments):
 def report_truncated(translator, sentences, batch_size=256):
     """Says on stderr which `sentences` are too long for the translator and are cut.
 
-    `translator` is any engine with `truncated` and `max_source_length` (the package's
-    `Translator`, `LiteRTTranslator`).
+    `translator` is any engine (`inference.engine`).
     """
     cut = [
         start + index + 1
@@ -213,26 +215,6 @@ def run_score(args):
     print("log_prob\ttokens\tlog_prob_per_token")
     for result in run.score_pairs(args.run_dir, sources, targets, args.checkpoint):
         print(f"{result['log_prob']:.4f}\t{result['tokens']}\t{result['log_prob_per_token']:.4f}")
-
-
-def translate_with_saved_model(path, sentences):
-    if not os.path.isfile(os.path.join(path, "saved_model.pb")):
-        raise FileNotFoundError(f"No SavedModel in {path!r} (saved_model.pb is missing)")
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
-
-    from keras_transformer.inference import translate_lines
-
-    serve = tf.saved_model.load(path).signatures["serving_default"]
-    return translate_lines(lambda batch: serve(inputs=batch)["outputs"], sentences)
-
-
-def translate_with_litert(directory, sentences):
-    from keras_transformer.export.litert_runtime import LiteRTTranslator
-
-    translator = LiteRTTranslator(directory)
-    report_truncated(translator, sentences)
-    return translator(sentences)
 
 
 def run_export(args):

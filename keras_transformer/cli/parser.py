@@ -81,7 +81,11 @@ def add_translate(commands):
         action="append",
         help="a trained run directory; repeat it to decode with an ensemble of runs",
     )
-    source.add_argument("--saved-model", help="an exported SavedModel version directory")
+    source.add_argument(
+        "--saved-model",
+        help="an exported SavedModel version directory, or TF Serving's model directory "
+        "(its newest version)",
+    )
     source.add_argument("--litert", help="a LiteRT export directory (export --format litert)")
     translate.add_argument("sentences", nargs="*", help="sentences; stdin lines if none")
     decode_arguments(translate)

@@ -1,4 +1,6 @@
-"""Exports: SavedModel for TF Serving (string and token-id signatures), CTranslate2, LiteRT."""
+"""Exports: SavedModel for TF Serving (string and token-id signatures), CTranslate2, LiteRT,
+and the engines that translate with each (`SavedModelTranslator`, `CTranslate2Translator`,
+`LiteRTTranslator`)."""
 
 from keras_transformer.export.ctranslate2 import ctranslate2_spec, export_ctranslate2, write_spec
 from keras_transformer.export.ctranslate2_runtime import CTranslate2Translator
@@ -11,12 +13,14 @@ from keras_transformer.export.saved_model import (
     export_translator,
     next_version,
 )
+from keras_transformer.export.saved_model_runtime import SavedModelTranslator
 
 __all__ = [
     "CTranslate2Translator",
     "LiteRTTranslator",
     "IDS_SIGNATURE",
     "SAVED_MODELS_DIR",
+    "SavedModelTranslator",
     "SERVING_SIGNATURE",
     "ctranslate2_spec",
     "export_ctranslate2",

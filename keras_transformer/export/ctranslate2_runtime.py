@@ -25,7 +25,7 @@ from keras_transformer.inference.checks import (
     check_sentences,
     refuse_unknown_pieces,
 )
-from keras_transformer.inference.engine import engine_result, refuse_arguments
+from keras_transformer.inference.engine import Translations, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
 from keras_transformer.text import SourcePolicy, load_tokenizer
@@ -287,6 +287,11 @@ class CTranslate2Translator:
         ids = self.source_tokenizer.tokenize(check_sentences(sentences)).to_list()
         return [[self._source_pieces[i] for i in self.source_policy.pieces(row)] for row in ids]
 
+    def truncated(self, sentences):
+        """Which of `sentences` `(B,)` are cut to `max_source_length`: bool array `(B,)`."""
+        pieces = self.source_tokenizer.tokenize(check_sentences(sentences))
+        return self.source_policy.tf_truncated(pieces).numpy()
+
     def __call__(self, sentences: Sequence[str], max_batch_size: int = 64) -> list[str]:
         """Translations of `sentences` (a list of `str`), as a list of `str`."""
         sentences = check_sentences(sentences)  # (B,)
@@ -300,7 +305,7 @@ class CTranslate2Translator:
         prefixes: Sequence[str] | None = None,
         constraints: Sequence[Sequence[str]] | None = None,
         max_batch_size: int = 64,
-    ) -> dict:
+    ) -> Translations:
         """Translations with their scores, optionally from target prefixes, as every
         engine gives them (`inference.engine`).
 
@@ -313,9 +318,9 @@ class CTranslate2Translator:
             max_batch_size: sentences per CTranslate2 batch.
 
         Returns:
-            Dict with `"translations"`, `str` `(B, n_best)`, `"scores"`,
-            float32 `(B, n_best)`: log P / GNMT length penalty, best first,
-            and `"truncated"`, bool `(B,)`.
+            `inference.Translations`: `translations`, `str` `(B, n_best)`,
+            `scores`, float32 `(B, n_best)`: log P / GNMT length penalty, best
+            first, and `truncated`, bool `(B,)`.
 
         Examples:
             ```python
@@ -336,10 +341,10 @@ class CTranslate2Translator:
         ranked = self.search_pieces(self.source_pieces(sentences), prefix_pieces, max_batch_size)
         texts = self.texts([pieces for outputs in ranked for pieces, _ in outputs])
         n = self.n_best
-        return engine_result(
+        return Translations.of(
             [texts[row * n : (row + 1) * n] for row in range(len(ranked))],
             [[score for _, score in outputs] for outputs in ranked],
-            self.source_policy.tf_truncated(self.source_tokenizer.tokenize(sentences)).numpy(),
+            self.truncated(sentences),
         )
 
     def texts(self, targets):

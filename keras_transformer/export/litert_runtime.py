@@ -21,7 +21,7 @@ from keras_transformer.export.litert_layout import (
 from keras_transformer.export.options import open_export_file, read_options
 from keras_transformer.files import text_items
 from keras_transformer.inference.checks import refuse_one_string
-from keras_transformer.inference.engine import engine_result, refuse_arguments
+from keras_transformer.inference.engine import Translations, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.text import SourcePolicy
 
@@ -161,7 +161,7 @@ class LiteRTTranslator:
         sentences: Sequence[str],
         prefixes: Sequence[str] | None = None,
         constraints: Sequence[Sequence[str]] | None = None,
-    ) -> dict:
+    ) -> Translations:
         """Translations with their scores, as every engine gives them
         (`inference.engine`): one search per sentence, fixed at export.
 
@@ -172,12 +172,12 @@ class LiteRTTranslator:
             constraints: not taken either.
 
         Returns:
-            Dict with `"translations"`, `str` `(B, 1)`, `"scores"`, float32
-            `(B, 1)`, log P / length penalty, and `"truncated"`, bool `(B,)`.
+            `inference.Translations`: `translations`, `str` `(B, 1)`, `scores`,
+            float32 `(B, 1)`, log P / length penalty, and `truncated`, bool `(B,)`.
 
         Examples:
             ```python
-            LiteRTTranslator("litert/numbers_de_en").translate(["zwei"])["translations"]
+            LiteRTTranslator("litert/numbers_de_en").translate(["zwei"]).translations
             # array([['two']], dtype=object)
             ```
         """
@@ -189,7 +189,7 @@ class LiteRTTranslator:
         )
         sentences = self.strings(sentences)
         pairs = self._translate_all(sentences, scores=True)
-        return engine_result(
+        return Translations.of(
             [[text] for text, _ in pairs],
             [[score] for _, score in pairs],
             self.truncated(sentences),

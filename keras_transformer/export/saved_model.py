@@ -10,17 +10,21 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError, MissingDependencyError
+from keras_transformer.export.options import write_options
+from keras_transformer.export.saved_model_layout import (
+    CONSTRAINED_SIGNATURE,
+    EXTRA_DIR,
+    IDS_SIGNATURE,
+    N_BEST_SIGNATURE,
+    OPTIONS_FILE,
+    PREFIX_SIGNATURE,
+    SERVING_SIGNATURE,
+    TRUNCATED_FUNCTION,
+    WARMUP_FILE,
+)
 from keras_transformer.inference.translator import Translator
 from keras_transformer.validation import check_positive_int
 
-SERVING_SIGNATURE = "serving_default"
-"""The strings-in, strings-out signature, the one TF Serving calls by default."""
-IDS_SIGNATURE = "translate_ids"
-"""The token-ids-in, token-ids-out signature."""
-N_BEST_SIGNATURE = "translate_n_best"
-PREFIX_SIGNATURE = "translate_with_prefix"
-CONSTRAINED_SIGNATURE = "translate_constrained"
-WARMUP_FILE = "tf_serving_warmup_requests"
 SAVED_MODELS_DIR = "saved_models"
 """The default parent directory of exported models."""
 
@@ -68,6 +72,10 @@ def export_translator(
       `(None,)`: each translation contains its row's phrases
       (`inference.constraints`). Phrases that cannot fit in `max_length`
       tokens with EOS are an `InvalidArgumentError`.
+
+    Beside them, `assets.extra/keras_transformer.json` holds the decoding
+    options and a `truncated` function (not a signature) says which sources
+    are cut: `export.SavedModelTranslator` opens the export as an engine.
 
     The model's variables and the tokenizers' models are saved with it; the
     SavedModel loads with `tf.saved_model.load` and needs neither Keras nor
@@ -158,6 +166,9 @@ def export_translator(
     if text:
         root.source_tokenizer = translator.source_tokenizer
         root.target_tokenizer = translator.target_tokenizer
+        strings = tf.TensorSpec([None], tf.string, name="inputs")
+        truncated = tf.function(translator.truncated, input_signature=[strings], autograph=False)
+        setattr(root, TRUNCATED_FUNCTION, truncated)  # for SavedModelTranslator, not a signature
 
         @tf.function(
             input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False
@@ -176,6 +187,10 @@ def export_translator(
         tf.saved_model.save(root, partial, signatures=signatures)
         if writes_warmup(warmup):
             write_warmup_requests(partial, name, warmup_requests(translator, text))
+        if text:
+            os.makedirs(os.path.join(partial, EXTRA_DIR), exist_ok=True)
+            options = {**translator.options.to_dict(), "n_best": n_best_of(translator, n_best)}
+            write_options(os.path.join(partial, EXTRA_DIR), OPTIONS_FILE, options)
         os.chmod(partial, 0o755)  # mkdtemp makes it private; a server may run as another user
         os.rename(partial, path)  # atomic: a version is complete or absent
     except BaseException:
@@ -184,19 +199,25 @@ def export_translator(
     return path
 
 
-def string_signatures(translator, n_best=None):
-    """`{signature name: tf.function}` of `translator`'s signatures beyond
-    `serving_default`: n-best lists, prefixes and constraints."""
+def n_best_of(translator, n_best=None):
+    """N of the `translate_n_best` signature: `n_best`, or else the translator's beam size
+    (its `n_best` when it samples)."""
     if n_best is None:
         n_best = translator.n_best if translator.sample else translator.beam_size
     check_positive_int("n_best", n_best)
-    several = translator.copy(n_best=n_best)
+    return n_best
+
+
+def string_signatures(translator, n_best=None):
+    """`{signature name: tf.function}` of `translator`'s signatures beyond
+    `serving_default`: n-best lists, prefixes and constraints."""
+    several = translator.copy(n_best=n_best_of(translator, n_best))
     strings = tf.TensorSpec([None], tf.string, name="inputs")
 
     @tf.function(input_signature=[strings], autograph=False)
     def serve_n_best(inputs):
         inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
-        result = several.translate(inputs)
+        result = several.translate_tensors(inputs)
         return {"translations": result["translations"], "scores": result["scores"]}
 
     @tf.function(
@@ -206,7 +227,7 @@ def string_signatures(translator, n_best=None):
     def serve_with_prefix(inputs, prefixes):
         inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
         prefixes = tf.ensure_shape(prefixes, [None], name="prefixes_must_be_a_vector")
-        return {"outputs": translator.translate(inputs, prefixes)["translations"][:, 0]}
+        return {"outputs": translator.translate_tensors(inputs, prefixes)["translations"][:, 0]}
 
     @tf.function(
         input_signature=[strings, tf.TensorSpec([None, None], tf.string, "constraints")],
@@ -214,7 +235,7 @@ def string_signatures(translator, n_best=None):
     )
     def serve_constrained(inputs, constraints):
         inputs = tf.ensure_shape(inputs, [None], name="inputs_must_be_a_vector")
-        result = translator.translate(inputs, constraints=constraints)
+        result = translator.translate_tensors(inputs, constraints=constraints)
         return {"outputs": result["translations"][:, 0]}
 
     return {
@@ -282,7 +303,7 @@ def write_warmup_requests(version_dir, name, requests):
     apis = serving_apis()
     model_pb2, predict_pb2 = apis.model_pb2, apis.predict_pb2
     prediction_log_pb2 = apis.prediction_log_pb2
-    directory = os.path.join(version_dir, "assets.extra")
+    directory = os.path.join(version_dir, EXTRA_DIR)
     os.makedirs(directory, exist_ok=True)
     with tf.io.TFRecordWriter(os.path.join(directory, WARMUP_FILE)) as writer:
         for signature, inputs in requests:

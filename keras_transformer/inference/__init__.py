@@ -2,7 +2,7 @@
 
 from keras_transformer.inference.adapters import HypothesisRows
 from keras_transformer.inference.beam_search import BeamSearch, beam_search
-from keras_transformer.inference.engine import Engine, translations_of
+from keras_transformer.inference.engine import Engine, Translations, translations_of
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.greedy import GreedySearch, greedy_search
 from keras_transformer.inference.lines import translate_lines, translate_lines_with_scores
@@ -28,6 +28,7 @@ __all__ = [
     "Shortlist",
     "Shortlisted",
     "TargetSide",
+    "Translations",
     "Translator",
     "beam_search",
     "greedy_search",

@@ -1,6 +1,5 @@
 """Translating lists of strings in batches, sorted by length for speed."""
 
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
@@ -78,9 +77,6 @@ def translate_lines_with_scores(
         chunk_prefixes = None if prefixes is None else [prefixes[i] for i in chunk]
         chunk_constraints = None if constraints is None else [constraints[i] for i in chunk]
         result = translator.translate([lines[i] for i in chunk], chunk_prefixes, chunk_constraints)
-        texts, scores = translations_of(result["translations"]), np.asarray(result["scores"])
-        for i, row_texts, row_scores in zip(chunk, texts, scores, strict=True):
-            out[i] = [
-                (text, float(score)) for text, score in zip(row_texts, row_scores, strict=True)
-            ]
+        for i, hypotheses in zip(chunk, result.hypotheses(), strict=True):
+            out[i] = hypotheses
     return out

@@ -4,16 +4,13 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.checks import (
-    check_prefix_lengths,
-    check_sentences,
-    refuse_unknown_pieces,
-)
-from keras_transformer.inference.constraints import check_fit
+from keras_transformer.inference.checks import check_sentences
+from keras_transformer.inference.engine import Translations
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.result import DecodingResult, TargetSide
 from keras_transformer.inference.shortlist import Shortlist, Shortlisted
 from keras_transformer.inference.strategy import make_search
+from keras_transformer.inference.target_inputs import TargetInputs
 from keras_transformer.models import FixedCache, StepModel
 from keras_transformer.models.step import max_positions_of
 from keras_transformer.text import SourcePolicy, Tokenizer
@@ -70,7 +67,7 @@ class Translator(tf.Module):
         ```python
         translator = Translator(model, source_tokenizer, target_tokenizer, beam_size=4)
         translator(tf.constant(["ein Hund läuft."])).numpy()  # array([b'a dog runs.'])
-        translator.copy(n_best=2).translate(["ein Hund läuft."])["translations"]  # (1, 2)
+        translator.copy(n_best=2).translate(["ein Hund läuft."]).translations  # str (1, 2)
         ```
     """
 
@@ -171,7 +168,7 @@ class Translator(tf.Module):
         """
         if constraints is None:
             return self._translate_strings(check_sentences(sentences))
-        return self.translate(sentences, constraints=constraints)["translations"][:, 0]
+        return self.translate_tensors(sentences, constraints=constraints)["translations"][:, 0]
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False)
     def _translate_strings(self, sentences):
@@ -198,7 +195,7 @@ class Translator(tf.Module):
 
     def translate(self, sentences, prefixes=None, constraints=None):
         """Translations with their scores, optionally from given target prefixes and
-        containing given phrases.
+        containing given phrases: the `Translations` every engine returns.
 
         Args:
             sentences: strings `(B,)` (a list or a `tf.string` tensor).
@@ -211,47 +208,36 @@ class Translator(tf.Module):
                 or strings `(B, C)` with `""` for none.
 
         Returns:
-            Dict with `"translations"`, strings `(B, n_best)`, `"scores"`,
-            float32 `(B, n_best)`: log P / length_penalty, best first for
-            beam search, and `"truncated"`, bool `(B,)`: the sources cut to
-            `max_source_length`.
+            `inference.Translations`: `translations`, `str` `(B, n_best)`,
+            `scores`, float32 `(B, n_best)`: log P / length_penalty, best
+            first for beam search, and `truncated`, bool `(B,)`: the sources
+            cut to `max_source_length`.
 
         Raises:
             ValueError: if `prefixes` or `constraints` and `sentences` differ
                 in number, a prefix has more than `max_length` tokens, or a
                 sentence's phrases (and prefix) do not fit in `max_length`
-                tokens with EOS.
+                tokens with EOS; an `ArgumentError` inside a `tf.function`,
+                where `translate_tensors` gives the same as tensors.
         """
-        sentences = check_sentences(sentences)
-        prefix_ids = None
-        if prefixes is not None:
-            prefixes = check_sentences(prefixes, "prefixes")
-            pieces = self.target_tokenizer.tokenize(prefixes)  # ragged (B, None)
-            padded = pieces.to_tensor(PAD_ID)  # (B, P)
-            self._check_prefixes(sentences, pieces.row_lengths())
-            checks = [  # for a graph, where the eager checks above see no values
-                self._refuse_unknown(padded, "prefix", prefixes),
-                tf.debugging.assert_equal(
-                    tf.size(prefixes), tf.size(sentences), message="Give one prefix per sentence"
-                ),
-                tf.debugging.assert_less_equal(
-                    tf.cast(pieces.row_lengths(), tf.int32),
-                    self.max_length,
-                    message=f"A prefix has more tokens than max_length={self.max_length}",
-                ),
-            ]
-            with tf.control_dependencies(checks):
-                prefix_ids = tf.identity(padded)
-        constraint_ids = None
-        if constraints is not None:
-            constraint_ids = self.constraint_ids(constraints)
-            rows = tf.shape(constraint_ids)[0]
-            self._check_count("constraints", sentences, rows)
-            one_each = tf.debugging.assert_equal(
-                rows, tf.size(sentences), message="Give one row of constraints per sentence"
+        if not tf.executing_eagerly():
+            raise ArgumentError(
+                "Translator.translate returns Python values and runs eagerly; inside a "
+                "tf.function call Translator.translate_tensors."
             )
-            with tf.control_dependencies([one_each]):
-                constraint_ids = tf.identity(constraint_ids)
+        return Translations.of(**self.translate_tensors(sentences, prefixes, constraints))
+
+    def translate_tensors(self, sentences, prefixes=None, constraints=None):
+        """`translate` as TensorFlow tensors, for a graph (the SavedModel's signatures): a
+        dict of `"translations"` tf.string `(B, n_best)`, `"scores"` float32 `(B, n_best)`
+        and `"truncated"` bool `(B,)`. Arguments and checks are those of `translate`."""
+        sentences = check_sentences(sentences)
+        inputs = TargetInputs(self.target_tokenizer, self.max_length)
+        prefix_ids = constraint_ids = None
+        if prefixes is not None:
+            prefix_ids = inputs.prefix_ids(sentences, check_sentences(prefixes, "prefixes"))
+        if constraints is not None:
+            constraint_ids = inputs.constraint_ids_for(sentences, constraints)
         result = self.search(self.source_ids(sentences), prefix_ids, constraint_ids)
         batch, n, length = tf.unstack(tf.shape(result.token_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(result.token_ids, [batch * n, length]))
@@ -262,86 +248,9 @@ class Translator(tf.Module):
         }
 
     def constraint_ids(self, constraints):
-        """Target phrases tokenized: int32 `(B, C, T)`, 0-padded.
-
-        Args:
-            constraints: per sentence a list of strings, or strings `(B, C)`
-                (`""`: no phrase).
-
-        Raises:
-            ValueError: eagerly, naming the first sentence whose phrases do
-                not fit in `max_length` tokens with EOS.
-        """
-        if not tf.is_tensor(constraints):
-            for row in constraints:
-                if isinstance(row, (str, bytes)):
-                    raise ArgumentError(
-                        "`constraints` must hold a list of phrases per sentence. Received: "
-                        f"the string {row!r:.80} as a sentence's row"
-                    )
-            width = max([1] + [len(phrases) for phrases in constraints])
-            constraints = [list(phrases) + [""] * (width - len(phrases)) for phrases in constraints]
-            if not constraints:
-                constraints = tf.zeros([0, 1], tf.string)
-        constraints = tf.ensure_shape(
-            tf.convert_to_tensor(constraints, tf.string),
-            [None, None],
-            name="constraints_must_be_a_matrix",
-        )
-        shape = tf.shape(constraints)
-        pieces = self.target_tokenizer.tokenize(tf.reshape(constraints, [-1]))  # (B*C, None)
-        ids = tf.reshape(pieces.to_tensor(PAD_ID), [shape[0], shape[1], -1])  # (B, C, T)
-        check_fit(ids, None, self.max_length)
-        known = self._refuse_unknown(ids, "constraint phrase", constraints)
-        needed = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=[1, 2])
-        fits = tf.debugging.assert_less(
-            needed,
-            self.max_length,
-            message=f"The constraints of a sentence need max_length={self.max_length} tokens "
-            "or more, with EOS",
-        )
-        with tf.control_dependencies([fits, known]):
-            return tf.identity(ids)
-
-    def _refuse_unknown(self, ids, what, texts):
-        """Refuses a `what` (prefix, constraint phrase) that the target vocabulary can
-        write only with its unknown piece, which would put "⁇" in the translation.
-
-        Eagerly an `ArgumentError` naming the text; returns the assertion that
-        does the same in a graph.
-
-        Args:
-            ids: int32 `(B, T)` or `(B, C, T)`, the texts' pieces, 0-padded.
-            what: the texts' name in the message.
-            texts: strings of the shape of `ids` without its last axis.
-        """
-        unknown = tf.reduce_any(ids == self.target_tokenizer.unk_id, axis=-1)  # (B,) or (B, C)
-        found = tf.get_static_value(unknown)
-        if found is not None:
-            refuse_unknown_pieces(found, tf.get_static_value(texts), what)
-        return tf.debugging.assert_equal(
-            tf.reduce_any(unknown),
-            False,
-            message=f"A {what} has characters the target vocabulary lacks (it could be written "
-            "only as the unknown piece)",
-        )
-
-    def _check_count(self, what, sentences, count):
-        """Eagerly, an `ArgumentError` unless there is one of `what` per sentence."""
-        sentence_count = tf.get_static_value(tf.size(sentences))
-        count = tf.get_static_value(count)
-        if None not in (sentence_count, count) and sentence_count != count:
-            raise ArgumentError(
-                f"Give one row of {what} per sentence. Received: {sentence_count} sentences, "
-                f"{count} rows of {what}"
-            )
-
-    def _check_prefixes(self, sentences, prefix_lengths):
-        """Eagerly, one prefix per sentence, none over `max_length`; in a graph, nothing."""
-        sentence_count = tf.get_static_value(tf.size(sentences))
-        lengths = tf.get_static_value(prefix_lengths)
-        if lengths is not None:
-            check_prefix_lengths(sentence_count, lengths, self.max_length)
+        """Target phrases tokenized and checked: int32 `(B, C, T)`, 0-padded
+        (`TargetInputs.constraint_ids`)."""
+        return TargetInputs(self.target_tokenizer, self.max_length).constraint_ids(constraints)
 
     @tf.function(
         input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")], autograph=False

@@ -17,6 +17,7 @@ from keras_transformer.lazy import lazy_attributes
 from keras_transformer.run.average import average_checkpoints
 from keras_transformer.run.data import corpus_split, training_and_validation_batches
 from keras_transformer.run.directory import RunDirectory
+from keras_transformer.run.engines import open_engine
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
 from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
 from keras_transformer.run.opus_mt import import_marian
@@ -45,6 +46,7 @@ __all__ = [
     "load_run",
     "load_shortlist",
     "make_translator",
+    "open_engine",
     "plot_attention",
     "plot_run",
     "score_pairs",
