@@ -28,6 +28,7 @@ from keras_transformer.inference.checks import (
 from keras_transformer.inference.engine import Translations, refuse_arguments
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
+from keras_transformer.inference.rules import output_limits
 from keras_transformer.text import SourcePolicy, load_tokenizer
 from keras_transformer.validation import check_at_least, check_choice
 
@@ -216,10 +217,10 @@ class CTranslate2Translator:
     def limit(self, source_length, prefix_length=0):
         """Most target tokens for a source of `source_length` pieces (EOS not counted),
         at least a prefix of `prefix_length` pieces and EOS, at most `max_length`."""
-        a, b = self.length_options.max_length_a, self.length_options.max_length_b
-        b = self.max_length if b is None else b
-        limit = max(math.floor(a * (source_length + 1) + b), prefix_length + 1)
-        return max(1, min(self.max_length, limit))
+        limits = output_limits(
+            self.max_length, self.length_options, [source_length + 1], [prefix_length]
+        )
+        return int(limits[0])
 
     def scores(self, results, limit, sources, prefixes, max_batch_size=64):
         """The GNMT score, log P / ((5 + |Y|) / 6) ** alpha, of each hypothesis of

@@ -76,6 +76,35 @@ def is_empty_source(source_ids, eos_id):
     return tf.reduce_all((source_ids == PAD_ID) | (source_ids == eos_id), axis=1)
 
 
+def output_limits(max_length, length_options, source_lengths, forced_lengths, empty=None):
+    """The most tokens, EOS included, of each output: int32 `(B,)`, the one length rule of
+    every engine (the searches, and the CTranslate2 runtime, eagerly on its sentences).
+
+    `floor(max_length_a * source tokens + max_length_b)` (`max_length_b` None:
+    `max_length`), at least the forced tokens plus EOS, within `[1, max_length]`;
+    an empty source's limit is its forced tokens plus EOS.
+
+    Args:
+        max_length: the most tokens of any output.
+        length_options: the search's `LengthOptions`.
+        source_lengths: int `(B,)`, source tokens with EOS.
+        forced_lengths: int `(B,)`, tokens of each output's prefix and phrases.
+        empty: optional bool `(B,)`, the empty sources.
+
+    Examples:
+        >>> rule = LengthOptions(max_length_a=1.5, max_length_b=2)
+        >>> output_limits(64, rule, [3, 40], [0, 0]).numpy().tolist()
+        [6, 62]
+    """
+    b = max_length if length_options.max_length_b is None else length_options.max_length_b
+    source = tf.cast(source_lengths, tf.float32)
+    limits = tf.cast(tf.floor(length_options.max_length_a * source + b), tf.int32)  # (B,)
+    if empty is not None:
+        limits = tf.where(empty, 0, limits)
+    forced = tf.cast(forced_lengths, tf.int32)
+    return tf.clip_by_value(tf.maximum(limits, forced + 1), 1, max_length)  # (B,)
+
+
 def make_rules(
     source_ids,
     prefix_ids,
@@ -106,18 +135,15 @@ def make_rules(
             per sentence.
     """
     max_length, length_options = options.max_length, options.length_options
-    source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.float32), axis=1)  # (B,)
-    b = max_length if length_options.max_length_b is None else length_options.max_length_b
-    limits = tf.cast(tf.floor(length_options.max_length_a * source_length + b), tf.int32)  # (B,)
-    forced_length = tf.zeros_like(limits)  # tokens of the prefix and the phrases
+    source_length = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)  # (B,)
+    forced_length = tf.zeros_like(source_length)  # tokens of the prefix and the phrases
     if prefix_ids is not None:
         forced_length = tf.reduce_sum(tf.cast(prefix_ids != PAD_ID, tf.int32), axis=1)
     if constraint_ids is not None:
         check_fit(constraint_ids, prefix_ids, max_length)
         forced_length += tf.reduce_sum(phrase_lengths(constraint_ids), axis=1)
     empty = is_empty_source(source_ids, target.source_end)  # (B,)
-    limits = tf.where(empty, 0, limits)
-    limits = tf.clip_by_value(tf.maximum(limits, forced_length + 1), 1, max_length)  # (B,)
+    limits = output_limits(max_length, length_options, source_length, forced_length, empty)
     must_end = (limits < max_length) | empty
     if rows_per_sentence > 1:
         limits, must_end, prefix_ids, constraint_ids = (
