@@ -238,13 +238,14 @@ class Translator(tf.Module):
             prefix_ids = inputs.prefix_ids(sentences, check_sentences(prefixes, "prefixes"))
         if constraints is not None:
             constraint_ids = inputs.constraint_ids_for(sentences, constraints)
-        result = self.search(self.source_ids(sentences), prefix_ids, constraint_ids)
+        pieces = self.source_tokenizer.tokenize(sentences)  # ragged (B, None), tokenized once
+        result = self.search(self.source_policy.tf_ids(pieces), prefix_ids, constraint_ids)
         batch, n, length = tf.unstack(tf.shape(result.token_ids))
         texts = self.target_tokenizer.detokenize(tf.reshape(result.token_ids, [batch * n, length]))
         return {
             "translations": tf.reshape(texts, [batch, n]),
             "scores": result.scores,
-            "truncated": self.truncated(sentences),
+            "truncated": self.source_policy.tf_truncated(pieces),
         }
 
     def constraint_ids(self, constraints):
