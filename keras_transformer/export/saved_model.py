@@ -170,9 +170,7 @@ def export_translator(
         truncated = tf.function(translator.truncated, input_signature=[strings], autograph=False)
         setattr(root, TRUNCATED_FUNCTION, truncated)  # for SavedModelTranslator, not a signature
 
-        @tf.function(
-            input_signature=[tf.TensorSpec([None], tf.string, name="inputs")], autograph=False
-        )
+        @tf.function(input_signature=[strings], autograph=False)
         def serve(inputs):
             return {"outputs": translator(inputs)}
 
