@@ -340,6 +340,28 @@ def check_decode_section(decode):
         raise ConfigError(f"The decode section's options do not go together: {error}") from None
 
 
+def decode_options(config, **given):
+    """A run's `DecodeOptions`: its configuration's `decode` section, with the options
+    `given` by name in their place.
+
+    An option given as None is one not given (a command-line flag left out):
+    it keeps the section's value, or the default of an option the section
+    does not hold (`n_best`, the sampling options).
+
+    Args:
+        config: a run's configuration (`load_config`, `RunDirectory.read_config`).
+        **given: fields of `DecodeOptions`.
+
+    Examples:
+        ```python
+        options = decode_options(config, beam_size=1, max_length=None)
+        options.max_length == config["decode"]["max_length"]  # True
+        ```
+    """
+    section = DecodeOptions(**{name: config["decode"][name] for name in DECODE_OPTIONS})
+    return section.replace_given(**given)
+
+
 def builtin_config_path(name):
     """The path of a config shipped with the package (`multi30k_de_en`), else `name`."""
     builtin = os.path.join(BUILTIN_CONFIGS, f"{name}.yaml")

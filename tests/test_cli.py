@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 
 from keras_transformer.cli import main
+from keras_transformer.config import DECODE_OPTIONS
+from keras_transformer.inference import DecodeOptions, Translator
+from keras_transformer.run import RunDirectory
 
 pytestmark = pytest.mark.xdist_group("cli_run")
 
@@ -78,6 +81,29 @@ def exports(trained_run, tmp_path_factory):
     return paths
 
 
+@pytest.fixture
+def built_options(monkeypatch):
+    """The `DecodeOptions` of each `Translator` the run commands build, in order."""
+    translators = importlib.import_module("keras_transformer.run.translators")  # the module
+    built = []
+
+    def recording(*args, **kwargs):
+        made = Translator(*args, **kwargs)
+        built.append(made.options)
+        return made
+
+    monkeypatch.setattr(translators, "Translator", recording)
+    return built
+
+
+def config_options(run_dir, **changes):
+    """The options of the run's `decode` section, read from its config file, with `changes`."""
+    config = RunDirectory(run_dir).read_config()
+    return DecodeOptions(**{name: config["decode"][name] for name in DECODE_OPTIONS}).replace(
+        **changes
+    )
+
+
 def stdin_of(data):
     """A standard input holding the bytes `data`."""
     return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
@@ -132,8 +158,12 @@ def test_translation_scores_are_sacrebleus_with_each_tokenization():
     )
 
 
-def test_evaluate_shows_several_beam_sizes_side_by_side(run, capsys):
-    assert cli("evaluate", "--run-dir", run, "--split", "val", "--beam-size", "1,2") == 0
+def test_evaluate_shows_several_beam_sizes_side_by_side(run, capsys, built_options):
+    """Also: the flags given and the run's `decode` section make one `DecodeOptions`,
+    which each beam size's translator takes."""
+    args = ["--split", "val", "--beam-size", "1,2", "--alpha", "0.25"]
+    assert cli("evaluate", "--run-dir", run, *args) == 0
+    assert built_options == [config_options(run, beam_size=k, alpha=0.25) for k in (1, 2)]
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split() == ["beam", "1", "beam", "2"]
     results = [json.loads(line) for line in lines if line.startswith("{")]
@@ -240,11 +270,15 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
     assert "`n_best` can be at most `beam_size`" in capsys.readouterr().err
 
 
-def test_translate_takes_length_options_and_reports_cut_sources(run, capsys, monkeypatch):
+def test_translate_takes_length_options_and_reports_cut_sources(
+    run, capsys, monkeypatch, built_options
+):
     long = "one two three " * 100  # over the translator's 256 source tokens
     monkeypatch.setattr(sys, "stdin", stdin_of(f"seven\n{long}\n\nzwei\n{long}\n".encode()))
     args = ["--beam-size", 2, "--max-length-a", 0, "--max-length-b", 3]
     assert cli("translate", "--run-dir", run, *args, "--n-best", 2) == 0
+    changes = dict(beam_size=2, max_length_a=0.0, max_length_b=3, n_best=2)
+    assert built_options == [config_options(run, **changes)]
     out, err = capsys.readouterr()
     assert "2 of 5 lines have more than 255 source tokens" in err and "line 2, 5" in err
     rows = [line.split("\t") for line in out.splitlines()]

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from keras_transformer.cli.parser import parser
-from keras_transformer.config import DECODE_OPTIONS, default_config, set_value
+from keras_transformer.config import DECODE_OPTIONS, decode_options, default_config, set_value
 from keras_transformer.errors import ArgumentError, ConfigError
 from keras_transformer.inference import DecodeOptions
 from keras_transformer.inference.options import FORMAT_VERSION
@@ -138,3 +138,19 @@ def test_each_option_is_declared_once_with_where_it_is_set():
     for name in DecodeOptions.names(flags=SAMPLING):
         assert [c for c in flags if name in flags[c]] == ["translate"], name
     assert DecodeOptions.names(flags=SAMPLING) == ["temperature", "top_k", "top_p", "seed"]
+
+
+def test_a_runs_options_are_its_decode_section_with_the_options_given():
+    """`config.decode_options`, where the command line builds its options: a value given
+    replaces the section's, None keeps it, an option the section lacks keeps its default."""
+    config = default_config()
+    for key, value in [("beam_size", 3), ("max_length", 20), ("no_repeat_ngram_size", 2)]:
+        set_value(config, f"decode.{key}", value)
+    options = decode_options(config, beam_size=None, max_length=10, n_best=None, top_k=None)
+    assert (options.beam_size, options.max_length, options.no_repeat_ngram_size) == (3, 10, 2)
+    assert (options.alpha, options.n_best, options.top_k) == (config["decode"]["alpha"], 1, 0)
+    set_value(config, "decode.min_length", 5)
+    with pytest.raises(ArgumentError, match="Received: min_length=5, max_length=5"):
+        decode_options(config, max_length=5)
+    with pytest.raises(ArgumentError, match="Unknown decoding option 'beam'"):
+        decode_options(config, beam=2)

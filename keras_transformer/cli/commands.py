@@ -5,21 +5,27 @@ import sys
 
 from keras_transformer.config import load_config
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.options import RUN, DecodeOptions
+from keras_transformer.inference.options import RUN, SAMPLING, DecodeOptions
 
 
-def length_options(args):
-    """The decoding options of a run given on the command line but the beam size and the
-    length penalty (the length options, the beam search's patience), and the shortlist
-    size (None: the run's config)."""
-    names = [name for name in DecodeOptions.names(flags=RUN) if name != "alpha"]
-    return {name: getattr(args, name) for name in [*names, "shortlist"]}
+def decode_flags(args, beam_size=True):
+    """The decoding options given on the command line, by name: `--beam-size` (unless
+    `beam_size` is False: `evaluate` takes several) and the run's decoding flags; None
+    for a flag left out."""
+    names = DecodeOptions.names(flags=RUN)
+    return {
+        **({"beam_size": args.beam_size} if beam_size else {}),
+        **{name: getattr(args, name) for name in names},
+    }
 
 
-def decoding_options(args):
-    """The beam size, length penalty and length options given on the command line
-    (None: the run's config), as `Translator` arguments."""
-    return {"beam_size": args.beam_size, "alpha": args.alpha, **length_options(args)}
+def run_options(run_dir, flags):
+    """The `DecodeOptions` a command decodes with, built once here: the run's `decode`
+    section with the `flags` given (`decode_flags`) in their place."""
+    from keras_transformer.config import decode_options
+    from keras_transformer.run.directory import RunDirectory
+
+    return decode_options(RunDirectory(run_dir).read_config(), **flags)
 
 
 def run_train(args):
@@ -78,9 +84,9 @@ def run_evaluate(args):
         args.split,
         args.checkpoint,
         args.beam_size or [None],
-        args.alpha,
-        args.output,
-        **length_options(args),
+        output=args.output,
+        options=run_options(args.run_dir, decode_flags(args, beam_size=False)),
+        shortlist=args.shortlist,
     )
     first = results[0]
     print(f"{first['split']}: {first['sentences']} sentences, checkpoint {first['checkpoint']}")
@@ -110,8 +116,8 @@ def run_translate(args):
     sentences = input_sentences(args.sentences)
     extras = args.n_best or args.prefix or args.constraints or args.sample
     if args.saved_model or args.litert:
-        given = [value for value in decoding_options(args).values() if value is not None]
-        if extras or given:
+        given = [value for value in decode_flags(args).values() if value is not None]
+        if extras or given or args.shortlist is not None:
             raise ArgumentError(
                 "--n-best, --prefix, --constraints, --sample and the decoding options need "
                 "--run-dir; an exported model translates with the options it was exported "
@@ -131,26 +137,20 @@ def run_translate(args):
         return
     from keras_transformer import run
 
-    options = {"n_best": args.n_best or 1, **length_options(args)}
+    flags = {**decode_flags(args), "n_best": args.n_best}
     if args.sample:
-        options.update(
-            sample=True,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            seed=args.seed,
-        )
+        flags.update({name: getattr(args, name) for name in DecodeOptions.names(flags=SAMPLING)})
+        flags["sample"] = True
     run_dirs = args.run_dir if len(args.run_dir) > 1 else args.run_dir[0]
     translator = run.make_translator(
         run_dirs,
         args.checkpoint,
-        args.beam_size,
-        args.alpha,
+        options=run_options(args.run_dir[0], flags),
+        shortlist=args.shortlist,
         jit_compile=args.xla,
         # One batch decodes in one cache: tracing a loop per cache size costs more than
         # the short caches save (docs/cli.md).
         grow_cache=len(sentences) > BATCH_SIZE,
-        **options,
     )
     report_truncated(translator, sentences)
     if not extras:
@@ -222,6 +222,7 @@ def run_export(args):
 
     if args.max_source_length and args.format != "litert":
         raise ArgumentError("--max-source-length is for --format litert.")
+    options = run_options(args.run_dir, decode_flags(args))
     if args.format in ("litert", "ctranslate2"):
         if args.n_best:
             raise ArgumentError("--n-best is for SavedModel exports (translate_n_best).")
@@ -236,7 +237,8 @@ def run_export(args):
             args.checkpoint,
             args.quantization,
             **extra,
-            **decoding_options(args),
+            options=options,
+            shortlist=args.shortlist,
         )
         print(f"exported: {path}")
         return
@@ -251,7 +253,8 @@ def run_export(args):
         text=not args.ids_only,
         xla=args.xla,
         n_best=args.n_best,
-        **decoding_options(args),
+        options=options,
+        shortlist=args.shortlist,
     )
     print(f"exported: {path}")
 

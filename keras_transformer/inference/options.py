@@ -222,6 +222,16 @@ class DecodeOptions:
         unknown_names("decoding option", changes, self.names())
         return dataclasses.replace(self, **changes)
 
+    def replace_given(self, **values):
+        """`replace` with the `values` that are not None: the options given where a
+        None stands for one left out (a command-line flag, an unset argument).
+
+        Examples:
+            >>> DecodeOptions().replace_given(beam_size=1, alpha=None).alpha
+            0.6
+        """
+        return self.replace(**{name: value for name, value in values.items() if value is not None})
+
     def to_dict(self):
         """The options as a JSON-ready dict, with the format's version."""
         return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}

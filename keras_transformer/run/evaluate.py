@@ -24,7 +24,7 @@ def evaluate(
     beam_size: int | None = None,
     alpha: float | None = None,
     output: str | None = None,
-    **options,
+    **arguments,
 ) -> dict:
     """Translates a split and scores it with sacreBLEU.
 
@@ -37,9 +37,11 @@ def evaluate(
         alpha: length penalty; defaults to `decode.alpha`.
         output: the hypotheses file; defaults to
             `{run_dir}/{split}.{checkpoint}.beam{k}.hyp.txt`.
-        **options: the length options of `Translator` (`max_length_a`,
-            `max_length_b`, `min_length`, `no_repeat_ngram_size`); None or
-            unset takes the config's.
+        **arguments: the keyword arguments of `run.translators`: `options`,
+            a `DecodeOptions` to start from instead of the config's,
+            `shortlist`, and options by name (the length options
+            `max_length_a`, `max_length_b`, `min_length`,
+            `no_repeat_ngram_size`, ...); None or unset takes the config's.
 
     Returns:
         Dict with `bleu` (cased, detokenized, sacreBLEU's standard 13a
@@ -51,7 +53,7 @@ def evaluate(
     """
     several = isinstance(beam_size, (list, tuple))
     beam_sizes = beam_size if several else [beam_size]
-    made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **options)
+    made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **arguments)
     run = RunDirectory(run_dir)
     split = split or config["data"]["test_split"]
     corpus = corpus_split(config["data"], split)

@@ -5,9 +5,9 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from keras_transformer.config import DECODE_OPTIONS
+from keras_transformer.config import decode_options
 from keras_transformer.errors import ArgumentError, RunError
-from keras_transformer.inference import Ensemble, Shortlist, Translator
+from keras_transformer.inference import DecodeOptions, Ensemble, Shortlist, Translator
 from keras_transformer.models import Transformer
 from keras_transformer.run.data import corpus_split
 from keras_transformer.run.directory import RunDirectory
@@ -107,31 +107,58 @@ def translators(
     beam_sizes: Sequence[int | None] = (None,),
     alpha: float | None = None,
     max_length: int | None = None,
-    **options,
+    *,
+    options: DecodeOptions | None = None,
+    shortlist: int | None = None,
+    jit_compile: bool = True,
+    grow_cache: bool = True,
+    **option_values,
 ) -> tuple[list[Translator], dict]:
     """`([Translator per beam size], config)` of a trained run (or runs), loaded once.
 
-    Decoding options of the config's `decode` section that are None or not
-    given take the config's value; so does `shortlist` (a size, 0 for none),
-    which loads the run's `load_shortlist`.
+    The translators decode with `options` (default: the run's `decode`
+    section, `config.decode_options`) and the options given by name, each
+    with one of `beam_sizes` (None: the options' own).
+
+    Args:
+        run_dir: a run directory, or a list of them for an ensemble.
+        checkpoint: `"best"` or `"averaged"`.
+        beam_sizes: a beam size for each translator.
+        alpha: the length penalty; None: the options'.
+        max_length: most target tokens to generate; None: the options'.
+        options: the `inference.DecodeOptions` to start from, built once
+            where the options are given (the command line builds them from
+            the run's configuration and its flags).
+        shortlist: target pieces per batch of the run's lexical shortlist
+            (`load_shortlist`), 0 for none; None: `decode.shortlist`.
+        jit_compile: whether the searches compile with XLA.
+        grow_cache: whether the searches grow their cache (`Translator`).
+        **option_values: further fields of `DecodeOptions`; None keeps the
+            options' value.
+
+    Examples:
+        ```python
+        (greedy, beam), config = translators("runs/numbers", "best", [1, 4])
+        ```
     """
     config, model, source, target = load_models(run_dir, checkpoint)
-    options.update(alpha=alpha, max_length=max_length)
-    for name in DECODE_OPTIONS:
-        if name != "beam_size" and options.get(name) is None:
-            options[name] = config["decode"][name]
-    size = options.pop("shortlist", None)
-    size = config["decode"]["shortlist"] if size is None else size
+    given = {"alpha": alpha, "max_length": max_length, **option_values}
+    if options is None:
+        options = decode_options(config)
+    size = config["decode"]["shortlist"] if shortlist is None else shortlist
+    loaded = None
     if size:
         first = run_dir if isinstance(run_dir, (str, os.PathLike)) else run_dir[0]
-        options["shortlist"] = load_shortlist(first, config, source, target, size)
+        loaded = load_shortlist(first, config, source, target, size)
     made = [
         Translator(
             model,
             source,
             target,
-            beam_size=config["decode"]["beam_size"] if beam_size is None else beam_size,
-            **options,
+            options.replace_given(beam_size=beam_size, **given),
+            jit_compile=jit_compile,
+            grow_cache=grow_cache,
+            shortlist=loaded,
         )
         for beam_size in beam_sizes
     ]
@@ -144,7 +171,7 @@ def make_translator(
     beam_size: int | None = None,
     alpha: float | None = None,
     max_length: int | None = None,
-    **options,
+    **arguments,
 ) -> Translator:
     """A `Translator` of a trained run; unset decoding options come from its config.
 
@@ -156,14 +183,18 @@ def make_translator(
             run's, for an ensemble), as do `alpha` and `max_length`.
         alpha: the length penalty.
         max_length: most target tokens to generate.
-        **options: further `Translator` arguments (`n_best`, `sample`,
-            `temperature`, `top_k`, `top_p`, `seed`, and the length options
-            `max_length_a`, `max_length_b`, `min_length`,
-            `no_repeat_ngram_size`, which also default to the config's).
+        **arguments: the keyword arguments of `translators` (`options`, a
+            `DecodeOptions` to start from instead of the config's;
+            `shortlist`, `jit_compile`, `grow_cache`), and further options by
+            name (`n_best`, `sample`, `temperature`, `top_k`, `top_p`, `seed`,
+            and the length options `max_length_a`, `max_length_b`,
+            `min_length`, `no_repeat_ngram_size`, which also default to the
+            config's).
 
     Examples:
         ```python
         make_translator("runs/numbers", beam_size=1)(tf.constant(["zwei"]))  # [b'two']
         ```
     """
-    return translators(run_dir, checkpoint, [beam_size], alpha, max_length, **options)[0][0]
+    made, _ = translators(run_dir, checkpoint, [beam_size], alpha, max_length, **arguments)
+    return made[0]
