@@ -318,3 +318,26 @@ def test_a_vocabulary_that_numbers_its_special_pieces_otherwise_translates_the_s
         expected = ours.translate(sources[:2], constraints=phrases)["translations"]
         assert constrained.tolist() == expected.tolist()
         assert all(phrases[0][0] in t for t in constrained[:, 0])
+
+
+def test_a_bucketed_search_pads_to_few_shapes_and_gives_each_row_its_own_search(parts):
+    """Batches of 3 and 4 sources of up to 8 tokens share one padded shape (4, 8): one
+    trace. Each row's output equals the search run on that source alone, unpadded."""
+    model, tokenizer = parts
+    options = kt.inference.DecodeOptions(beam_size=2, max_length=20)
+    search = kt.inference.BucketedSearch(model, tokenizer, tokenizer, options)
+    made = translator(parts)  # for its source ids
+    sources = [s for s in SENTENCES if len(tokenizer.tokenize(s)) < 8]
+    target = kt.inference.TargetSide(tokenizer.bos_id, tokenizer.eos_id)
+    alone = kt.inference.make_search(options, target)
+    for batch in (sources[:3], sources[:4], sources[:1]):
+        result = search(made.source_ids(batch))
+        assert result.token_ids.shape[0] == len(batch)
+        for row, sentence in enumerate(batch):
+            expected = alone(model, made.source_ids([sentence]))  # (1, S), no padding
+            length = int(expected.lengths[0, 0])
+            assert result.token_ids[row, 0, :length].numpy().tolist() == (
+                expected.token_ids[0, 0, :length].numpy().tolist()
+            ), sentence
+            np.testing.assert_allclose(result.scores[row], expected.scores[0], atol=1e-4)
+    assert search._compiled.experimental_get_tracing_count() == 2  # (4, 8) and (1, 8)

@@ -2,6 +2,7 @@
 
 from keras_transformer.inference.adapters import HypothesisRows
 from keras_transformer.inference.beam_search import BeamSearch, beam_search
+from keras_transformer.inference.bucketed_search import BucketedSearch
 from keras_transformer.inference.engine import Engine, Translations, translations_of
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.greedy import GreedySearch, greedy_search
@@ -16,6 +17,7 @@ from keras_transformer.inference.translator import Translator
 
 __all__ = [
     "BeamSearch",
+    "BucketedSearch",
     "DecodeOptions",
     "DecodingResult",
     "Engine",

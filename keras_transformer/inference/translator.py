@@ -2,16 +2,14 @@
 
 import tensorflow as tf
 
-from keras_transformer.constants import PAD_ID
 from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.bucketed_search import BucketedSearch
 from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.engine import Translations
 from keras_transformer.inference.options import DecodeOptions
-from keras_transformer.inference.result import DecodingResult, TargetSide
-from keras_transformer.inference.shortlist import Shortlist, Shortlisted
-from keras_transformer.inference.strategy import make_search
+from keras_transformer.inference.shortlist import Shortlist
 from keras_transformer.inference.target_inputs import TargetInputs
-from keras_transformer.models import FixedCache, StepModel
+from keras_transformer.models import StepModel
 from keras_transformer.models.step import max_positions_of
 from keras_transformer.text import SourcePolicy, Tokenizer
 from keras_transformer.validation import check_tensorflow_backend
@@ -120,13 +118,14 @@ class Translator(tf.Module):
         self.jit_compile = jit_compile
         self.grow_cache = grow_cache
         self.shortlist = shortlist
-        self._decoded = model
-        if shortlist is not None:
-            self._decoded = Shortlisted(model, shortlist.checked_for(target_tokenizer))
-        if not grow_cache:
-            self._decoded = FixedCache(self._decoded)
-        self._compiled_search = tf.function(
-            self._search_ids, jit_compile=jit_compile, autograph=False
+        self.bucketed_search = BucketedSearch(
+            model,
+            source_tokenizer,
+            target_tokenizer,
+            options,
+            jit_compile=jit_compile,
+            grow_cache=grow_cache,
+            shortlist=shortlist,
         )
 
     def copy(self, **changes):
@@ -278,10 +277,8 @@ class Translator(tf.Module):
             constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases
                 (`constraint_ids`).
 
-        Sources are padded to a power of two (at least 8) in length, phrases
-        to a power of two in number (at least 2) and in tokens (at least 4),
-        and with XLA the batch to a power of two, so that a new input size
-        does not cost a new compilation; the result holds the B rows given.
+        The inputs are padded to a few shapes, each traced (and compiled)
+        once (`inference.BucketedSearch`); the result holds the B rows given.
 
         Examples:
             ```python
@@ -289,70 +286,7 @@ class Translator(tf.Module):
             result.token_ids.shape  # (1, 1, 64)
             ```
         """
-        source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
-        vocab = self.model.input_vocab_size
-        checks = [
-            tf.debugging.assert_non_negative(
-                source_ids, message="source_ids must be token ids, >= 0"
-            ),
-            tf.debugging.assert_less(
-                source_ids, vocab, message=f"source_ids must be token ids < {vocab}"
-            ),
-        ]
-        length = tf.maximum(8, next_power_of_two(tf.shape(source_ids)[1]))  # S'
-        limit = self.max_positions
-        if limit is not None:  # the padding stays inside the position table
-            message = f"source_ids must hold at most max_positions={limit} tokens"
-            checks.append(
-                tf.debugging.assert_less_equal(tf.shape(source_ids)[1], limit, message=message)
-            )
-            length = tf.minimum(length, limit)
-        with tf.control_dependencies(checks):
-            batch = tf.shape(source_ids)[0]
-            padded = pad_columns(source_ids, length)
-            if prefix_ids is not None:
-                prefix_ids = pad_columns(prefix_ids, next_power_of_two(tf.shape(prefix_ids)[1]))
-            if constraint_ids is not None:  # at least 2 phrases of 4 tokens: fewer shapes
-                shape = tf.shape(constraint_ids)
-                constraint_ids = tf.pad(
-                    constraint_ids,
-                    [
-                        [0, 0],
-                        [0, next_power_of_two(tf.maximum(shape[1], 2)) - shape[1]],
-                        [0, next_power_of_two(tf.maximum(shape[2], 4)) - shape[2]],
-                    ],
-                )  # (B, C', T')
-            if self.jit_compile:  # more rows, each an empty sentence ([EOS]): they end at once
-                rows = next_power_of_two(batch) - batch
-                position = tf.range(tf.shape(padded)[1])[None, :]  # (1, S')
-                empty = tf.where(position == 0, self.source_tokenizer.eos_id, PAD_ID)
-                padded = tf.concat([padded, tf.tile(empty, [rows, 1])], axis=0)  # (B', S')
-                if prefix_ids is not None:
-                    prefix_ids = tf.pad(prefix_ids, [[0, rows], [0, 0]])  # (B', P')
-                if constraint_ids is not None:
-                    constraint_ids = tf.pad(constraint_ids, [[0, rows], [0, 0], [0, 0]])
-            result = self._compiled_search(padded, prefix_ids, constraint_ids)
-            return DecodingResult(*(None if t is None else t[:batch] for t in result))
-
-    def _search_ids(self, source_ids, prefix_ids=None, constraint_ids=None):
-        source, target = self.source_tokenizer, self.target_tokenizer
-        target = TargetSide(target.bos_id, target.eos_id, source_eos_id=source.eos_id)
-        if constraint_ids is not None:  # phrases are written as whole words
-            target = TargetSide.of(self.target_tokenizer, self.source_tokenizer)
-        return make_search(self.options, target)(
-            self._decoded, source_ids, prefix_ids, constraint_ids
-        )
-
-
-def pad_columns(ids, length):
-    """`ids` `(B, L)` padded with `PAD_ID` to `length` >= L columns."""
-    return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]], constant_values=PAD_ID)
-
-
-def next_power_of_two(n):
-    """The smallest power of two >= `n`, for a scalar int32 tensor `n` >= 0."""
-    powers = tf.constant([2**i for i in range(31)])
-    return tf.gather(powers, tf.searchsorted(powers, tf.reshape(n, [1]))[0])
+        return self.bucketed_search(source_ids, prefix_ids, constraint_ids)
 
 
 # Every decoding option reads as an attribute of the translator: `translator.beam_size`.

@@ -1,0 +1,174 @@
+"""`BucketedSearch`: a translator's search over token ids, padded to a few shapes and
+compiled once for each.
+
+A `tf.function` traces (and, with XLA, compiles) once per input shape. Sources
+of every length and batches of every size would each cost a new trace; padding
+them to powers of two keeps the shapes to a handful, at the price of decoding a
+few padding columns and empty rows, which end at once. `Translator` and the
+exports built from it (`export.export_translator`, `export.export_litert`) search
+through one of these.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.constants import PAD_ID
+from keras_transformer.inference.options import DecodeOptions
+from keras_transformer.inference.result import DecodingResult, TargetSide
+from keras_transformer.inference.shortlist import Shortlist, Shortlisted
+from keras_transformer.inference.strategy import make_search
+from keras_transformer.models import FixedCache, StepModel
+from keras_transformer.models.step import max_positions_of
+from keras_transformer.text import Tokenizer
+
+
+class BucketedSearch(tf.Module):
+    """The search of `options` over source ids, with inputs padded to buckets.
+
+    Sources are padded to a power of two (at least 8) in length, never past a
+    learned position table; phrases to a power of two in number (at least 2)
+    and in tokens (at least 4); prefixes to a power of two in tokens; and with
+    XLA the batch to a power of two, with empty sentences. The result holds
+    the rows given.
+
+    Args:
+        model: a `StepModel` (a `Transformer` or an `Ensemble`).
+        source_tokenizer: the source side's tokenizer (its EOS ends the
+            padding rows).
+        target_tokenizer: the target side's tokenizer (its BOS and EOS, and
+            its word starts for constraints).
+        options: the search's `DecodeOptions`, checked against the model by
+            the caller (`Translator`).
+        jit_compile: whether to compile the search with XLA.
+        grow_cache: False decodes in one cache of `max_length`
+            (`models.FixedCache`), else the cache starts short and grows.
+        shortlist: optional `Shortlist` for the target tokenizer.
+
+    Examples:
+        ```python
+        search = BucketedSearch(model, source, target, DecodeOptions(beam_size=1))
+        search(tf.constant([[5, 9, 2]])).token_ids.shape  # (1, 1, 64)
+        ```
+    """
+
+    def __init__(
+        self,
+        model: StepModel,
+        source_tokenizer: Tokenizer,
+        target_tokenizer: Tokenizer,
+        options: DecodeOptions,
+        *,
+        jit_compile: bool = True,
+        grow_cache: bool = True,
+        shortlist: Shortlist | None = None,
+    ):
+        super().__init__(name="bucketed_search")
+        self.model = model
+        self.options = options
+        self.jit_compile = jit_compile
+        self.source_tokenizer = source_tokenizer
+        self.target_tokenizer = target_tokenizer
+        self.max_positions = max_positions_of(model)
+        decoded = model
+        if shortlist is not None:
+            decoded = Shortlisted(model, shortlist.checked_for(target_tokenizer))
+        if not grow_cache:
+            decoded = FixedCache(decoded)
+        self.decoded = decoded
+        self._compiled = tf.function(self._search, jit_compile=jit_compile, autograph=False)
+
+    def __call__(self, source_ids, prefix_ids=None, constraint_ids=None):
+        """The search's `DecodingResult` over source ids `(B, S)`, N = `n_best`.
+
+        Args:
+            source_ids: int32 `(B, S)`, each row cut and ending in EOS; ids
+                outside [0, source vocabulary) raise `InvalidArgumentError`.
+            prefix_ids: optional int32 `(B, P)`, 0-padded target prefixes.
+            constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases.
+        """
+        source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
+        with tf.control_dependencies(self._checks(source_ids)):
+            batch = tf.shape(source_ids)[0]
+            length = tf.maximum(8, next_power_of_two(tf.shape(source_ids)[1]))  # S'
+            if self.max_positions is not None:  # the padding stays inside the position table
+                length = tf.minimum(length, self.max_positions)
+            padded = pad_columns(source_ids, length)  # (B, S')
+            if prefix_ids is not None:
+                prefix_ids = pad_columns(prefix_ids, next_power_of_two(tf.shape(prefix_ids)[1]))
+            if constraint_ids is not None:
+                constraint_ids = pad_phrases(constraint_ids)  # (B, C', T')
+            if self.jit_compile:
+                padded, prefix_ids, constraint_ids = self._pad_rows(
+                    padded, prefix_ids, constraint_ids
+                )
+            result = self._compiled(padded, prefix_ids, constraint_ids)
+            return DecodingResult(*(None if t is None else t[:batch] for t in result))
+
+    def _checks(self, source_ids):
+        """The assertions source ids `(B, S)` must pass before they are searched."""
+        vocab = self.model.input_vocab_size
+        checks = [
+            tf.debugging.assert_non_negative(
+                source_ids, message="source_ids must be token ids, >= 0"
+            ),
+            tf.debugging.assert_less(
+                source_ids, vocab, message=f"source_ids must be token ids < {vocab}"
+            ),
+        ]
+        if self.max_positions is not None:
+            checks.append(
+                tf.debugging.assert_less_equal(
+                    tf.shape(source_ids)[1],
+                    self.max_positions,
+                    message=f"source_ids must hold at most max_positions={self.max_positions} "
+                    "tokens",
+                )
+            )
+        return checks
+
+    def _pad_rows(self, source_ids, prefix_ids, constraint_ids):
+        """The inputs with rows added up to a power of two, each an empty sentence
+        (`[EOS]`, no prefix, no phrases): they end at once."""
+        rows = next_power_of_two(tf.shape(source_ids)[0]) - tf.shape(source_ids)[0]
+        position = tf.range(tf.shape(source_ids)[1])[None, :]  # (1, S')
+        empty = tf.where(position == 0, self.source_tokenizer.eos_id, PAD_ID)
+        source_ids = tf.concat([source_ids, tf.tile(empty, [rows, 1])], axis=0)  # (B', S')
+        if prefix_ids is not None:
+            prefix_ids = tf.pad(prefix_ids, [[0, rows], [0, 0]])  # (B', P')
+        if constraint_ids is not None:
+            constraint_ids = tf.pad(constraint_ids, [[0, rows], [0, 0], [0, 0]])  # (B', C', T')
+        return source_ids, prefix_ids, constraint_ids
+
+    def _search(self, source_ids, prefix_ids=None, constraint_ids=None):
+        source, target = self.source_tokenizer, self.target_tokenizer
+        if constraint_ids is None:
+            target = TargetSide(target.bos_id, target.eos_id, source_eos_id=source.eos_id)
+        else:  # phrases are written as whole words: the search needs the word starts
+            target = TargetSide.of(target, source)
+        return make_search(self.options, target)(
+            self.decoded, source_ids, prefix_ids, constraint_ids
+        )
+
+
+def pad_columns(ids, length):
+    """`ids` `(B, L)` padded with `PAD_ID` to `length` >= L columns."""
+    return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]], constant_values=PAD_ID)
+
+
+def pad_phrases(constraint_ids):
+    """Phrases `(B, C, T)` padded to a power of two in number (at least 2) and in tokens
+    (at least 4): fewer shapes to trace."""
+    shape = tf.shape(constraint_ids)
+    return tf.pad(
+        constraint_ids,
+        [
+            [0, 0],
+            [0, next_power_of_two(tf.maximum(shape[1], 2)) - shape[1]],
+            [0, next_power_of_two(tf.maximum(shape[2], 4)) - shape[2]],
+        ],
+    )
+
+
+def next_power_of_two(n):
+    """The smallest power of two >= `n`, for a scalar int32 tensor `n` >= 0."""
+    powers = tf.constant([2**i for i in range(31)])
+    return tf.gather(powers, tf.searchsorted(powers, tf.reshape(n, [1]))[0])
