@@ -168,7 +168,7 @@ MIXED_PRECISION_POLICIES = {
 
 RULES = {
     "data": {
-        "corpus": one_of(*CORPUS_KINDS),
+        "corpus": one_of(*CORPUS_KINDS, None),
         "directory": Rule((str, NONE), "a directory or null"),
         "path": Rule((str, NONE), "a file path or null"),
         "name": Rule((str, NONE), "a TensorFlow Datasets name or null"),

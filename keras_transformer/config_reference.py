@@ -31,7 +31,8 @@ HELP = {
         "words and their English), `files` (`{split}.{lang}` or `.gz`, or shards "
         "`{split}-*.{lang}[.gz]`, in `data.directory`; the training split streams from "
         "disk), `tsv` (`source<TAB>target` lines of `data.path`, split 96/2/2 by a fixed "
-        "shuffle) or `tfds` (the TensorFlow Datasets set `data.name`).",
+        "shuffle) or `tfds` (the TensorFlow Datasets set `data.name`); null for none, as "
+        "in an imported model's run until you fine-tune it on data of your own.",
         "directory": "The directory of a `files` corpus; environment variables in it "
         "(`${MULTI30K_DIR}`) are expanded.",
         "path": "The file of a `tsv` corpus, plain or `.gz`.",

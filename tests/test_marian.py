@@ -2,6 +2,7 @@
 CTranslate2's own Marian converter, from Marian's layout and from Hugging Face's."""
 
 import csv
+import gzip
 import importlib.util
 import json
 import os
@@ -10,6 +11,7 @@ import zipfile
 
 import numpy as np
 import pytest
+import sacrebleu
 import safetensors.numpy
 import tensorflow as tf
 import yaml
@@ -240,6 +242,26 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
         (data / f"{split}.de").write_text("\n".join(corpus.sources) + "\n", encoding="utf-8")
         (data / f"{split}.en").write_text("\n".join(corpus.targets) + "\n", encoding="utf-8")
     before = _val_loss(run_dir)
+    # Imported, the run has no data of its own: evaluate says so, and scores files given;
+    # what evaluate writes into the run does not keep train from fine-tuning it below.
+    assert main(["evaluate", "--run-dir", str(run_dir)]) == 2
+    assert "data.corpus is null" in capsys.readouterr().err
+    val = numbers_corpus("val", source_lang="de", target_lang="en")[:60]
+    with gzip.open(data / "held.de.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(val.sources) + "\n")
+    own = ["--source", str(data / "held.de.gz"), "--reference", str(data / "val.en")]
+    mismatched = ["--source", str(data / "val.de"), "--reference", str(data / "train.en")]
+    assert main(["evaluate", "--run-dir", str(run_dir), *mismatched]) == 2
+    assert "has 60 lines and" in capsys.readouterr().err
+    assert main(["evaluate", "--run-dir", str(run_dir), "--beam-size", "1", *own]) == 0
+    result = json.loads(capsys.readouterr().out.splitlines()[-1])
+    greedy = kt.run.make_translator(str(run_dir), beam_size=1)
+    with open(result["hypotheses"], encoding="utf-8") as f:
+        hypotheses = f.read().splitlines()
+    assert hypotheses == kt.inference.translate_lines(greedy, val.sources)
+    bleu = sacrebleu.corpus_bleu(hypotheses, [val.targets]).score
+    assert (result["sentences"], result["bleu"]) == (60, round(bleu, 2))
+    assert result["hypotheses"].endswith("held.de.best.beam1.hyp.txt")
     args = ["train", "--run-dir", str(run_dir)]
     for setting in [
         "data.corpus=files",
@@ -256,6 +278,14 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
         losses = [float(row["loss"]) for row in csv.DictReader(f)]
     after = _val_loss(run_dir)
     assert after < before and losses[-1] < losses[0], (before, after, losses)
+
+    fine_tuned = ["evaluate", "--run-dir", str(run_dir), "--beam-size", "1"]
+    assert main([*fine_tuned, "--split", "val"]) == 0  # the corpus it was fine-tuned on
+    by_split = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert main([*fine_tuned, "--data-dir", str(data), "--split", "val"]) == 0
+    by_directory = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert by_split["sentences"] == by_directory["sentences"] == 60
+    assert by_split["bleu"] == by_directory["bleu"]
 
     translator = kt.run.make_translator(str(run_dir), beam_size=2)
     expected = kt.inference.translate_lines(translator, SOURCES[:6] + [""])

@@ -15,6 +15,7 @@ from keras_transformer import run as runs
 from keras_transformer.cli import main
 from keras_transformer.config import load_config
 from keras_transformer.errors import ArgumentError
+from keras_transformer.run.train import long_warmup_warning
 
 
 def cut_in_half(path):
@@ -100,3 +101,29 @@ def test_a_model_trained_in_mixed_precision_loads_to_compute_in_float32(tmp_path
     np.testing.assert_allclose(logits, reference((source, target)), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(logits, mixed((source, target)), atol=0.1)  # bfloat16's
     assert mixed.compute_dtype == "bfloat16"
+
+
+def test_only_training_state_makes_a_run_started(tmp_path):
+    """What evaluate, translate, score, export and plot write leaves a run unstarted; a
+    trained run's tokenizers, checkpoints, metrics or backup make it started."""
+    run = runs.RunDirectory(tmp_path / "run")
+    run.save_config(load_config())
+    for output in ["test.best.beam4.hyp.txt", "eval.test.best.beam4.json", "curves.png"]:
+        (tmp_path / "run" / output).write_text("x")
+    (tmp_path / "run" / "shortlist.k10.f100.npz").write_bytes(b"x")
+    assert not run.has_started()
+    changed = load_config(overrides=["train.epochs=3"])
+    assert run.resolve_config(changed) == (changed, False)  # saved: the run had not started
+    for state in ["metrics.csv", "checkpoints", "tokenizers", "backup"]:
+        path = tmp_path / "run" / state
+        path.mkdir() if state != "metrics.csv" else path.write_text("epoch\n")
+        assert run.has_started(), state
+        path.rmdir() if state != "metrics.csv" else path.unlink()
+
+
+def test_a_warm_up_longer_than_the_run_is_named_with_a_schedule_that_fits():
+    t = load_config()["train"] | {"warmup_steps": 500, "epochs": 2}
+    warning = long_warmup_warning(t, 111)
+    assert warning.startswith("train.warmup_steps=500 is more than the run's 222 optimizer")
+    assert warning.endswith("--set train.warmup_steps=22")
+    assert long_warmup_warning(t | {"warmup_steps": 222}, 111) is None

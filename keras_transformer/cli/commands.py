@@ -85,6 +85,9 @@ def run_evaluate(args):
         args.checkpoint,
         args.beam_size or [None],
         output=args.output,
+        source=args.source,
+        reference=args.reference,
+        data_dir=args.data_dir,
         options=run_options(args.run_dir, decode_flags(args, beam_size=False)),
         shortlist=args.shortlist,
     )

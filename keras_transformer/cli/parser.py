@@ -65,9 +65,22 @@ def add_train(commands):
 
 
 def add_evaluate(commands):
-    evaluate = commands.add_parser("evaluate", help="decode a split and score it with sacreBLEU")
+    evaluate = commands.add_parser("evaluate", help="decode a test set and score it with sacreBLEU")
     run_dir_argument(evaluate)
-    evaluate.add_argument("--split", help="split to decode (default: data.test_split)")
+    evaluate.add_argument(
+        "--split",
+        help="split to decode (default: data.test_split); with --source, the name its "
+        "outputs are filed under",
+    )
+    evaluate.add_argument(
+        "--source", help="a test set of your own: source sentences, one a line (plain or .gz)"
+    )
+    evaluate.add_argument("--reference", help="the reference translations of --source's lines")
+    evaluate.add_argument(
+        "--data-dir",
+        help="a directory of {split}.{lang} files (plain or .gz) in the run's languages, "
+        "instead of the run's corpus",
+    )
     evaluate.add_argument("--output", help="hypotheses file (default: in the run directory)")
     decode_arguments(evaluate, several_beams=True)
     evaluate.set_defaults(command=run_evaluate)

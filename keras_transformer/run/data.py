@@ -1,6 +1,7 @@
 """The data a run's configuration names: corpus splits and their batches."""
 
 from keras_transformer.datasets import ParallelCorpus, load_corpus
+from keras_transformer.errors import ConfigError
 from keras_transformer.text import make_batches
 
 
@@ -17,6 +18,13 @@ def corpus_split(data, split, stream=False):
         corpus = corpus_split(load_config()["data"], "val")  # the built-in numbers
         ```
     """
+    if data["corpus"] is None:
+        raise ConfigError(
+            f"data.corpus is null: the run's configuration names no corpus to read its "
+            f"{split!r} split from (an imported model comes without one). Give one, e.g. "
+            "--set data.corpus=files data.directory=DIR, or evaluate on files of your own "
+            "with --source and --reference."
+        )
     return load_corpus(
         data["corpus"],
         split,

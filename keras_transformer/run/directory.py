@@ -154,27 +154,36 @@ class RunDirectory:
         if [c[:2] for c in changed] == [("train", "epochs")] and changed[0][3] > changed[0][2]:
             return config, True
         described = "; ".join(f"{s}.{k}: {old!r} -> {new!r}" for s, k, old, new in changed)
+        fresh = (
+            "import the model again into a new --run-dir"
+            if self.is_imported()
+            else "use a new --run-dir"
+        )
         raise RunError(
-            f"{self.path} was started with another configuration ({described}). Use a new "
-            "--run-dir, or run train without changes to resume (only a larger train.epochs "
-            "may be given, to train the run for longer)."
+            f"{self.path} was started with another configuration ({described}). To train "
+            f"with it, {fresh}; to resume, run train without changes (only a larger "
+            "train.epochs may be given, to train the run for longer)."
         )
 
     def has_config(self):
         return os.path.isfile(self.config_path)
 
     def has_started(self):
-        """Whether anything but the configuration is here: tokenizers, a backup, metrics
-        (an imported run's tokenizers and model do not count: training starts from them)."""
-        given = {self.config_path}
-        if self.is_imported():
-            given |= {
-                self.imported_path,
-                self.imported_weights_path,
-                self.tokenizers_dir,
-                self.model_path("best"),
-            }
-        return any(self.file(name) not in given for name in os.listdir(self.path))
+        """Whether training has written anything here: tokenizers, a model, checkpoints,
+        a backup, metrics or logs. What `evaluate`, `translate`, `score`, `export` and
+        `plot` write does not count, nor do an imported run's tokenizers and model:
+        training starts from them."""
+        state = {
+            self.done_path,
+            self.metrics_path,
+            self.checkpoints_dir,
+            self.backup_dir,
+            self.logs_dir,
+            self.model_path("averaged"),
+        }
+        if not self.is_imported():
+            state |= {self.tokenizers_dir, self.model_path("best")}
+        return any(os.path.exists(path) for path in state)
 
     def save_config(self, config):
         os.makedirs(self.path, exist_ok=True)

@@ -9,7 +9,9 @@ import sacrebleu
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
+from keras_transformer.datasets import ParallelCorpus
 from keras_transformer.errors import ArgumentError
+from keras_transformer.files import read_lines
 from keras_transformer.inference import Translator, translate_lines
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.run.data import corpus_split
@@ -24,19 +26,34 @@ def evaluate(
     beam_size: int | None = None,
     alpha: float | None = None,
     output: str | None = None,
+    *,
+    source: str | None = None,
+    reference: str | None = None,
+    data_dir: str | None = None,
     **arguments,
 ) -> dict:
-    """Translates a split and scores it with sacreBLEU.
+    """Translates a test set and scores it with sacreBLEU.
+
+    The test set is the run's corpus's split, or files of your own: `source`
+    and `reference`, or the split of a directory of `{split}.{lang}` files.
+    A run whose configuration names no corpus (an imported model's) needs
+    one of those.
 
     Args:
-        run_dir: a trained run directory.
+        run_dir: a trained (or imported) run directory.
         split: the split to decode; defaults to the config's `data.test_split`.
+            With `source` and `reference`, the name the outputs are filed
+            under (default: the source file's name).
         checkpoint: `"best"` or `"averaged"`.
         beam_size: 1 for greedy search; a list (e.g. `[1, 4]`) decodes with
             each, loading the model once. Defaults to `decode.beam_size`.
         alpha: length penalty; defaults to `decode.alpha`.
         output: the hypotheses file; defaults to
             `{run_dir}/{split}.{checkpoint}.beam{k}.hyp.txt`.
+        source: a file of source sentences, one a line (plain or `.gz`).
+        reference: its reference translations, line for line.
+        data_dir: a directory of `{split}.{lang}` files (plain or `.gz`) in
+            the run's languages (`data.source_lang`, `data.target_lang`).
         **arguments: the keyword arguments of `run.translators`: `options`,
             a `DecodeOptions` to start from instead of the config's,
             `shortlist`, and options by name (the length options
@@ -53,10 +70,9 @@ def evaluate(
     """
     several = isinstance(beam_size, (list, tuple))
     beam_sizes = beam_size if several else [beam_size]
-    made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **arguments)
     run = RunDirectory(run_dir)
-    split = split or config["data"]["test_split"]
-    corpus = corpus_split(config["data"], split)
+    split, corpus = test_set(run.read_config(), split, source, reference, data_dir)
+    made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **arguments)
     results = []
     for translator in made:
         path = output or run.hypotheses_path(split, checkpoint, translator.beam_size)
@@ -79,6 +95,38 @@ def evaluate(
             json.dump(result, f, indent=2)
         results.append(result)
     return results if several else results[0]
+
+
+def test_set(config, split=None, source=None, reference=None, data_dir=None):
+    """`(name, ParallelCorpus)`: the test set `evaluate` decodes (see its arguments).
+
+    Raises:
+        ArgumentError: if only one of `source` and `reference` is given, or
+            with `data_dir`; if their line counts differ or they are empty.
+        ConfigError: for a run's own split when its configuration names no
+            corpus.
+        FileNotFoundError: naming a file that is missing.
+    """
+    if (source is None) != (reference is None) or (source is not None and data_dir):
+        raise ArgumentError(
+            "A test set of your own is `source` and `reference` files together "
+            "(--source, --reference), or a `data_dir` (--data-dir). Received: "
+            f"source={source!r}, reference={reference!r}, data_dir={data_dir!r}"
+        )
+    if source is not None:
+        sources, references = read_lines(source), read_lines(reference)
+        if len(sources) != len(references) or not sources:
+            raise ArgumentError(
+                f"{source} has {len(sources)} lines and {reference} {len(references)}: a "
+                "test set needs one reference a source line, and at least one line."
+            )
+        name = split or os.path.basename(source).removesuffix(".gz")
+        return name, ParallelCorpus(sources, references)
+    data = config["data"]
+    if data_dir is not None:
+        data = {**data, "corpus": "files", "directory": data_dir}
+    split = split or data["test_split"]
+    return split, corpus_split(data, split)
 
 
 def score_translations(hypotheses, references):

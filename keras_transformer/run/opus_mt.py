@@ -23,7 +23,8 @@ def import_marian(model_dir, run_dir):
     see `read_opus_mt`) as the run directory `run_dir`.
 
     The run holds the configuration (the `model` section from Marian's
-    options, the `tokenizer` section `type: marian`, the rest the defaults),
+    options, the `tokenizer` section `type: marian`, `data.corpus: null`, for
+    the model comes without its data, and the rest the defaults),
     the tokenizers (`MarianTokenizer`s of `source.spm` and `target.spm` with
     the vocabulary), `model.keras`, `imported.weights.h5` (the weights that
     `train` fine-tunes from) and `imported.json` (what was read). Training
@@ -58,6 +59,7 @@ def import_marian(model_dir, run_dir):
     config["model"] = model_section(model)
     config["tokenizer"].update(type=MarianTokenizer.type_name, shared=False)
     config["tokenizer"]["vocab_size"] = tokenizers[0].vocab_size
+    config["data"]["corpus"] = None  # no data of its own: evaluate and train are told which
     os.makedirs(run.path, exist_ok=True)
     try:
         tokenizers[0].save(run.tokenizer_dir("source"))

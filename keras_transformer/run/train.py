@@ -87,6 +87,26 @@ def set_precision(t):
     return slow_bfloat16_warning(policy, tf.config.list_physical_devices("GPU"), cpu_flags())
 
 
+def long_warmup_warning(t, steps_per_epoch):
+    """A line saying that the warm-up of the `train` section `t` outlasts the run's
+    `t["epochs"] * steps_per_epoch` optimizer steps, so the learning rate only rises;
+    None if it does not.
+
+    Examples:
+        ```python
+        long_warmup_warning({"warmup_steps": 500, "epochs": 2, ...}, 111)  # "train.warmup_..."
+        ```
+    """
+    steps = t["epochs"] * steps_per_epoch
+    if t["warmup_steps"] <= steps:
+        return None
+    return (
+        f"train.warmup_steps={t['warmup_steps']} is more than the run's {steps} optimizer "
+        f"steps ({t['epochs']} epochs of {steps_per_epoch}): the learning rate only rises. "
+        f"A small corpus wants about a tenth: --set train.warmup_steps={max(1, steps // 10)}"
+    )
+
+
 def cooldown_steps(t, steps_per_epoch):
     """`(total_steps, cooldown_steps)` of the `train` section `t`, or None for no cool-down."""
     if not t["cooldown_epochs"]:
@@ -156,6 +176,9 @@ def train(
     if warning:
         log.warning(warning)
     train_data, val_data, tokenizers, steps_per_epoch = prepare_data(place, config)
+    warning = long_warmup_warning(t, steps_per_epoch)
+    if warning:
+        log.warning(warning)
     model, backup, initial_epoch = prepare_model(place, config, tokenizers, steps_per_epoch)
     if longer:
         initial_epoch = train_longer(place, config, model, backup, initial_epoch)
