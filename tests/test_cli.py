@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import pytest
 
+import keras_transformer as kt
 from keras_transformer.cli import main
 from keras_transformer.config import DECODE_OPTIONS
 from keras_transformer.inference import DecodeOptions, Translator
@@ -254,6 +255,12 @@ def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles
     both = ["--run-dir", run, "--run-dir", twin, "--beam-size", 4]
     assert cli("translate", *both, *sentences) == 0
     assert capsys.readouterr().out.splitlines() == best
+    test = tmp_path / "test.de"
+    test.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    own = {"source": str(test), "reference": str(test), "beam_size": 4}
+    result = kt.run.evaluate([str(run), str(twin)], **own)  # filed in the first run
+    with open(result["hypotheses"], encoding="utf-8") as f:
+        assert f.read().splitlines() == best and result["hypotheses"].startswith(str(run))
 
     changed = sorted(path for path in (twin / "tokenizers").rglob("*") if path.is_file())[0]
     changed.write_bytes(changed.read_bytes() + b"\n")

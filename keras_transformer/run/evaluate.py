@@ -40,7 +40,8 @@ def evaluate(
     one of those.
 
     Args:
-        run_dir: a trained (or imported) run directory.
+        run_dir: a trained (or imported) run directory, or a list of them for
+            an ensemble (`run.translators`); the outputs are filed in the first.
         split: the split to decode; defaults to the config's `data.test_split`.
             With `source` and `reference`, the name the outputs are filed
             under (default: the source file's name).
@@ -70,7 +71,7 @@ def evaluate(
     """
     several = isinstance(beam_size, (list, tuple))
     beam_sizes = beam_size if several else [beam_size]
-    run = RunDirectory(run_dir)
+    run = RunDirectory(run_dir if isinstance(run_dir, (str, os.PathLike)) else run_dir[0])
     split, corpus = test_set(run.read_config(), split, source, reference, data_dir)
     made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **arguments)
     results = []
