@@ -335,7 +335,7 @@ def check_model_positions(config):
 def check_decode_section(decode):
     """A `ConfigError` where the `decode` options do not go together (`DecodeOptions`)."""
     try:
-        DecodeOptions(**{name: decode[name] for name in DECODE_OPTIONS})
+        section_options(decode)
     except ValueError as error:
         raise ConfigError(f"The decode section's options do not go together: {error}") from None
 
@@ -358,8 +358,12 @@ def decode_options(config, **given):
         options.max_length == config["decode"]["max_length"]  # True
         ```
     """
-    section = DecodeOptions(**{name: config["decode"][name] for name in DECODE_OPTIONS})
-    return section.replace_given(**given)
+    return section_options(config["decode"]).replace_given(**given)
+
+
+def section_options(decode):
+    """The `DecodeOptions` a `decode` section holds, the others at their defaults."""
+    return DecodeOptions(**{name: decode[name] for name in DECODE_OPTIONS})
 
 
 def builtin_config_path(name):

@@ -16,7 +16,7 @@ from keras_transformer.inference import Translator, translate_lines
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.run.data import corpus_split
 from keras_transformer.run.directory import RunDirectory
-from keras_transformer.run.translators import load_run, translators
+from keras_transformer.run.translators import first_run_dir, load_run, translators
 
 
 def evaluate(
@@ -71,9 +71,10 @@ def evaluate(
     """
     several = isinstance(beam_size, (list, tuple))
     beam_sizes = beam_size if several else [beam_size]
-    run = RunDirectory(run_dir if isinstance(run_dir, (str, os.PathLike)) else run_dir[0])
-    split, corpus = test_set(run.read_config(), split, source, reference, data_dir)
-    made, config = translators(run_dir, checkpoint, beam_sizes, alpha, **arguments)
+    run = RunDirectory(first_run_dir(run_dir))
+    config = run.read_config()
+    split, corpus = test_set(config, split, source, reference, data_dir)
+    made, _ = translators(run_dir, checkpoint, beam_sizes, alpha, **arguments)
     results = []
     for translator in made:
         path = output or run.hypotheses_path(split, checkpoint, translator.beam_size)

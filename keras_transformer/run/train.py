@@ -94,7 +94,7 @@ def long_warmup_warning(t, steps_per_epoch):
 
     Examples:
         ```python
-        long_warmup_warning({"warmup_steps": 500, "epochs": 2, ...}, 111)  # "train.warmup_..."
+        long_warmup_warning({"warmup_steps": 500, "epochs": 2}, 111)  # "train.warmup_steps=500 ..."
         ```
     """
     steps = t["epochs"] * steps_per_epoch

@@ -26,6 +26,12 @@ def load_run(
     return RunDirectory(run_dir).load(checkpoint)
 
 
+def first_run_dir(run_dirs: str | Sequence[str]) -> str:
+    """The run directory `run_dirs` names, or the first of an ensemble's list: the one
+    whose configuration and files an ensemble's commands use."""
+    return run_dirs if isinstance(run_dirs, (str, os.PathLike)) else run_dirs[0]
+
+
 def load_models(
     run_dirs: str | Sequence[str], checkpoint: str = "best"
 ) -> tuple[dict, Transformer | Ensemble, Tokenizer, Tokenizer]:
@@ -148,8 +154,7 @@ def translators(
     size = config["decode"]["shortlist"] if shortlist is None else shortlist
     loaded = None
     if size:
-        first = run_dir if isinstance(run_dir, (str, os.PathLike)) else run_dir[0]
-        loaded = load_shortlist(first, config, source, target, size)
+        loaded = load_shortlist(first_run_dir(run_dir), config, source, target, size)
     made = [
         Translator(
             model,
