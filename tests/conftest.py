@@ -3,9 +3,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# pytest-xdist runs one process per core: each process's TensorFlow, and the commands it
-# starts, then compute an op on one thread, instead of every process spreading each op over
-# all the cores and their threads waiting on each other.
+# Several pytest-xdist processes share the machine's cores: each process's TensorFlow, and the
+# commands it starts, compute an op on one thread, instead of every process spreading each op
+# over all the cores and their threads waiting on each other.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
