@@ -201,6 +201,33 @@ def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(
     assert (grown[0].numpy() != 0).sum(axis=-1).max() > 20  # the last cache was used
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_a_search_traces_its_step_once_however_often_the_cache_grows(search, monkeypatch):
+    """A traced search runs one loop per cache length (10, 20, 40) but traces the
+    model's step once, as often as the same search in one cache of 40."""
+    monkeypatch.setattr(search_module, "SMALLEST_CACHE_LENGTH", 10)
+    model, other = random_model(norm_first=True), random_model(norm_first=True)
+    run = greedy_search if search == "greedy" else beam_search
+    options = {} if search == "greedy" else dict(beam_size=3)
+    traces = {}
+    for name, stepper, counted_model in [
+        ("growing", model, model),
+        ("fixed", FixedCache(other), other),
+    ]:
+        traces[name] = 0
+        decode_step = counted_model.decode_step
+
+        def counted(*args, name=name, decode_step=decode_step, **kwargs):
+            traces[name] += 1
+            return decode_step(*args, **kwargs)
+
+        monkeypatch.setattr(counted_model, "decode_step", counted)
+        searched = tf.function(lambda ids, s=stepper: run(s, ids, BOS, EOS, 40, **options))
+        searched.get_concrete_function(tf.TensorSpec([None, None], tf.int32))
+    assert cache_lengths(model, 40) == [10, 20, 40]
+    assert traces["growing"] == traces["fixed"] >= 1, traces
+
+
 @pytest.mark.parametrize("vocab, k", [(8000, 8), (500, 8), (1001, 6), (60, 16), (20, 4)])
 def test_top_k_by_blocks_gives_top_k_exactly_with_ties_and_minus_infinity(vocab, k):
     rng = np.random.default_rng(vocab + k)

@@ -216,11 +216,14 @@ def decode_loop(model, lengths, not_done, body, state):
     per cache length: when the cache is full, `model.grow_cache` gives it
     the next length of `lengths` (`cache_lengths`) and the next loop goes on
     from the same step. A loop whose `not_done` is already false runs no
-    step.
+    step. With several lengths, `body` is traced once, for a cache of any
+    length (`one_step_for_every_length`), not once per loop.
 
     Returns:
         The state after the last step.
     """
+    if len(lengths) > 1:
+        body = one_step_for_every_length(model, body, state, lengths[-1])
     for index, length in enumerate(lengths):
         if index > 0:
             state = state._replace(cache=model.grow_cache(state.cache, length))
@@ -230,6 +233,35 @@ def decode_loop(model, lengths, not_done, body, state):
 
         (state,) = tf.while_loop(in_cache, lambda s: (body(s),), (state,))
     return state
+
+
+def one_step_for_every_length(model, body, state, longest):
+    """`body` as one `tf.function`, traced once for a cache of any length.
+
+    The loop state's shapes are those of `state`, but for the dimensions a
+    cache of `longest` positions changes, which the function leaves open; the
+    step it returns has the shapes of the state it is given, as a
+    `tf.while_loop` requires.
+    """
+    grown = tf.function(lambda cache: model.grow_cache(cache, longest), autograph=False)
+    grown_cache = grown.get_concrete_function(type_specs(state.cache)).structured_outputs
+    grown_specs = type_specs(state._replace(cache=grown_cache))
+    specs = tf.nest.map_structure(
+        lambda spec, grown: spec.most_specific_common_supertype([grown]),
+        type_specs(state),
+        grown_specs,
+    )
+    step = tf.function(body, input_signature=[specs], autograph=False)
+
+    def step_keeping_shapes(s):
+        return tf.nest.map_structure(lambda new, old: tf.ensure_shape(new, old.shape), step(s), s)
+
+    return step_keeping_shapes
+
+
+def type_specs(structure):
+    """The `tf.TypeSpec` of every tensor of a nested structure."""
+    return tf.nest.map_structure(tf.type_spec_from_value, structure)
 
 
 def empty_history(shape, max_length, source_ids, attention_layer):

@@ -68,8 +68,9 @@ def empty_cache(batch, num_layers, num_heads, depth, max_length, beams=1, dtype=
 
 
 def positions(cache):
-    """The positions L a cache holds (a Python int)."""
-    return cache.lineage.shape[2]
+    """The positions L a cache holds: a Python int, or a scalar tensor where the
+    length is not static (a step traced once for every cache length)."""
+    return ops.shape(cache.lineage)[2]
 
 
 def grow(cache, max_length):
@@ -135,7 +136,7 @@ def claim_position(lineage, step):
     Returns:
         int32 `(B, k, L)`.
     """
-    beams, length = lineage.shape[1], lineage.shape[2]
+    beams, length = ops.shape(lineage)[1:]
     at_step = ops.arange(length)[None, None, :] == step  # (1, 1, L)
     return ops.where(at_step, ops.arange(beams)[None, :, None], lineage)
 
@@ -212,7 +213,7 @@ def lineage_mask(lineage, step):
         [[[[True, False, False, True], [True, False, True, False]]]]
     """
     lineage = ops.cast(lineage, "int32")
-    beams, length = lineage.shape[1], lineage.shape[2]
+    beams, length = ops.shape(lineage)[1:]
     entry = ops.arange(length * beams, dtype="int32")
     position, slot = entry_positions(length * beams, beams), entry % beams  # (L * k,) each
     owner = ops.take(lineage, position, axis=2)  # (B, k, L * k)
