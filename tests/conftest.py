@@ -1,5 +1,6 @@
 import gc
 import os
+import threading
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -180,6 +181,37 @@ def renumbered(model, tokenizer, swaps):
         weights.append(value)
     copy.set_weights(weights)
     return copy, renumbered_tokenizer, permutation
+
+
+def reads_main_job(item):
+    """Whether a test reads the README main job's run (its `main_job` fixture, or the
+    `main_job` mark of a test that asks for the fixture while it runs)."""
+    return "main_job" in getattr(item, "fixturenames", ()) or bool(
+        item.get_closest_marker("main_job")
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that read the README main job's run go last, and the main job starts
+    in the background as soon as they are collected: the other tests run while it
+    trains, instead of a process waiting for it. Its directory is made once
+    (`made_once`), by whichever process starts first; the `main_job` fixture waits
+    for it."""
+    readers = [item for item in items if reads_main_job(item)]
+    items[:] = [item for item in items if not reads_main_job(item)] + readers
+    if not readers or config.option.collectonly:
+        return
+    factory = config._tmp_path_factory  # the `tmp_path_factory` fixture's, made at start-up
+    threading.Thread(target=make_main_job, args=(factory,), daemon=True).start()
+
+
+def make_main_job(tmp_path_factory):
+    """Makes the README main job's directory, once per test run; a failure is left to
+    the `main_job` fixture to report (`made_once` records it)."""
+    try:
+        made_once(tmp_path_factory, "main_job", main_job_runner.main)
+    except Exception:
+        pass
 
 
 @pytest.fixture(scope="session")

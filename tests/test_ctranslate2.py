@@ -101,7 +101,6 @@ def test_ctranslate2_greedy_is_the_package_greedy(tiny_translation, tmp_path):
     assert same >= 0.99, f"only {same:.1%} of greedy outputs agree"
 
 
-@pytest.mark.xdist_group("main_job")  # the README main job's model, trained once
 def test_a_default_ctranslate2_beam_search_gives_the_packages_translations(main_job, tmp_path):
     """Sentence by sentence, against the beam 4 outputs `evaluate` wrote in the main job."""
     directory, _ = main_job
@@ -118,7 +117,6 @@ def test_a_default_ctranslate2_beam_search_gives_the_packages_translations(main_
     assert np.mean([a == b for a, b in zip(ours, own, strict=True)]) < np.mean(same)
 
 
-@pytest.mark.xdist_group("main_job")  # the README main job's model, trained once
 def test_ctranslate2_int8_translates_nearly_every_sentence_as_float32_does(main_job, tmp_path):
     """int8 is judged on a trained model (the README main job's, ~97% exact matches),
     sentence by sentence. On a model that is barely trained, most outputs sit near a

@@ -33,9 +33,9 @@ def uses_main_job(page):
     return any("runs/numbers_de_en" in code for _, code in fenced_blocks(page, "python"))
 
 
-# The pages on the main job's run share the process that runs it once.
+# The pages on the main job's run wait for it (conftest starts it first and runs them last).
 PYTHON_PAGES = [
-    pytest.param(page, marks=[pytest.mark.xdist_group("main_job")] if uses_main_job(page) else [])
+    pytest.param(page, marks=[pytest.mark.main_job] if uses_main_job(page) else [])
     for page in PAGES
     if fenced_blocks(page, "python")
 ]

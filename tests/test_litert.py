@@ -22,7 +22,6 @@ pytest.importorskip("ai_edge_litert")
 from keras_transformer.export.litert import LITERT_FILE, OPTIONS_FILE, export_litert  # noqa: E402
 from keras_transformer.export.litert_runtime import LiteRTTranslator  # noqa: E402
 
-MAIN_JOB = pytest.mark.xdist_group("main_job")  # the README main job's model, run once
 SMALL_EXPORT = pytest.mark.xdist_group("small_litert")  # an untrained model's export, made once
 
 RUN = os.path.join("runs", "numbers_de_en")
@@ -40,7 +39,6 @@ def float32_beam(main_job, tmp_path_factory):
     return str(made_once(tmp_path_factory, "main_job_litert", export) / "beam")
 
 
-@MAIN_JOB
 def test_float32_litert_gives_the_saved_models_tokens_on_every_test_sentence(
     main_job, float32_beam, tmp_path
 ):
@@ -118,7 +116,6 @@ def beam_translator(directory):
 
 
 @pytest.mark.parametrize("quantization", ["float16", "dynamic_int8"])
-@MAIN_JOB
 def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
     main_job, float32_beam, tmp_path, quantization
 ):
@@ -135,7 +132,6 @@ def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
     assert same >= 0.97, same
 
 
-@MAIN_JOB
 def test_litert_cli_exports_and_translates(main_job, tmp_path):
     directory, _ = main_job
     bin_dir = os.path.dirname(sys.executable)

@@ -3,7 +3,8 @@
 The commands are read from the README's "Set up and run" block, so the README
 cannot drift from what is tested; they run once a session in a temporary
 directory with this environment's `keras-transformer` (the `main_job` fixture,
-whose run the documentation's examples use too).
+whose run the documentation's examples use too), started in the background as
+soon as the tests are collected.
 """
 
 import json
@@ -12,10 +13,7 @@ import re
 import subprocess
 import sys
 
-import pytest
 from conftest import REPO
-
-pytestmark = pytest.mark.xdist_group("main_job")  # one process runs the main job once
 
 
 def test_readme_main_job(main_job):

@@ -6,8 +6,8 @@ import pytest
 @pytest.mark.xdist_group("suite")
 def test_pytest_xdist_keeps_a_groups_tests_in_one_process(request, worker_id):
     """`--dist loadgroup` sends a group to one process by a suffix on the node id, which
-    pytest 9.2 drops without a word (pytest-dev/pytest-xdist#1386): the main job would
-    then run once in each process."""
+    pytest 9.2 drops without a word (pytest-dev/pytest-xdist#1386): a group's trained run
+    would then be made once in each process."""
     if worker_id == "master":
         pytest.skip("the tests run in one process (-n 0)")
     assert request.node.nodeid.endswith("@suite"), request.node.nodeid
@@ -59,3 +59,32 @@ def test_a_directory_made_once_is_made_by_the_first_process_that_asks(tmp_path, 
         made_once(factory, "broken", broken)
     with pytest.raises(RuntimeError, match="broken failed in another worker: ValueError: no data"):
         made_once(factory, "broken", make)
+
+
+class Item:
+    """A stand-in for a collected test: its name, fixtures and `main_job` mark."""
+
+    def __init__(self, name, fixturenames=(), marked=False):
+        self.name, self.fixturenames, self.marked = name, list(fixturenames), marked
+
+    def get_closest_marker(self, name):
+        return object() if self.marked and name == "main_job" else None
+
+
+def test_the_tests_that_read_the_main_job_run_last_in_collection_order():
+    """The README main job trains in the background while the other tests run: the tests
+    that read it (by its fixture or the `main_job` mark) go last, each group in order."""
+    from types import SimpleNamespace
+
+    from conftest import pytest_collection_modifyitems
+
+    items = [
+        Item("a"),
+        Item("b", ["tmp_path", "main_job"]),
+        Item("c", marked=True),
+        Item("d", ["tmp_path"]),
+        Item("e", ["main_job"]),
+    ]
+    config = SimpleNamespace(option=SimpleNamespace(collectonly=True))  # starts no main job
+    pytest_collection_modifyitems(config, items)
+    assert [item.name for item in items] == ["a", "d", "b", "c", "e"]
