@@ -55,6 +55,29 @@ def test_a_translator_in_one_cache_traces_one_loop_and_translates_the_same(parts
     assert (loops(growing), loops(fixed)) == (2, 1)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_translator_traces_its_search_once_for_every_bucket(parts, jit_compile, monkeypatch):
+    """Sources of other lengths and batches of other sizes pad to other buckets; the
+    search is traced once for all of them (with XLA, each bucket still compiles), once
+    more for prefixes, and the outputs are each sentence's alone."""
+    traces = []
+    search = kt.inference.BucketedSearch._search
+
+    def counted(self, *args):
+        traces.append([None if a is None else a.shape.as_list() for a in args])
+        return search(self, *args)
+
+    monkeypatch.setattr(kt.inference.BucketedSearch, "_search", counted)
+    made = translator(parts, beam_size=2).copy(jit_compile=jit_compile)
+    batches = [SENTENCES[:1], SENTENCES[:5], ["one " * 20] * 3, SENTENCES[:2]]
+    outputs = [made.translate(batch).best for batch in batches]
+    assert traces == [[[None, None], None, None]], traces
+    assert outputs == [[made.translate([s]).best[0] for s in batch] for batch in batches]
+    made.translate(SENTENCES[:2], prefixes=["one", ""])
+    made.translate(SENTENCES[:3], prefixes=["two", "", "three"])
+    assert traces[1:] == [[[None, None], [None, None], None]], traces
+
+
 def test_n_best_are_sorted_and_the_first_is_the_best(parts):
     beam = translator(parts, beam_size=4, n_best=3)
     result = beam.translate(SENTENCES)
@@ -321,8 +344,9 @@ def test_a_vocabulary_that_numbers_its_special_pieces_otherwise_translates_the_s
 
 
 def test_a_bucketed_search_pads_to_few_shapes_and_gives_each_row_its_own_search(parts):
-    """Batches of 3 and 4 sources of up to 8 tokens share one padded shape (4, 8): one
-    trace. Each row's output equals the search run on that source alone, unpadded."""
+    """Batches of 3 and 4 sources of up to 8 tokens share one padded shape (4, 8), which
+    XLA compiles once, and one source is (1, 8); the search is traced once for both. Each
+    row's output equals the search run on that source alone, unpadded."""
     model, tokenizer = parts
     options = kt.inference.DecodeOptions(beam_size=2, max_length=20)
     search = kt.inference.BucketedSearch(model, tokenizer, tokenizer, options)
@@ -340,4 +364,4 @@ def test_a_bucketed_search_pads_to_few_shapes_and_gives_each_row_its_own_search(
                 expected.token_ids[0, 0, :length].numpy().tolist()
             ), sentence
             np.testing.assert_allclose(result.scores[row], expected.scores[0], atol=1e-4)
-    assert search._compiled.experimental_get_tracing_count() == 2  # (4, 8) and (1, 8)
+    assert search._compiled.experimental_get_tracing_count() == 1  # for (None, None)

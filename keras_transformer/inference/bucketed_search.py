@@ -1,10 +1,11 @@
-"""`BucketedSearch`: a translator's search over token ids, padded to a few shapes and
-compiled once for each.
+"""`BucketedSearch`: a translator's search over token ids, traced once, and padded to a
+few shapes that XLA compiles once each.
 
-A `tf.function` traces (and, with XLA, compiles) once per input shape. Sources
-of every length and batches of every size would each cost a new trace; padding
-them to powers of two keeps the shapes to a handful, at the price of decoding a
-few padding columns and empty rows, which end at once. `Translator` and the
+The search's `tf.function` is traced once, for inputs of any shape. With XLA it
+compiles once per input shape: sources of every length and batches of every
+size would each cost a new compilation, and padding them to powers of two keeps
+the shapes to a handful, at the price of decoding a few padding columns and
+empty rows, which end at once. `Translator` and the
 exports built from it (`export.export_translator`, `export.export_litert`) search
 through one of these.
 """
@@ -100,8 +101,17 @@ class BucketedSearch(tf.Module):
                 padded, prefix_ids, constraint_ids = self._pad_rows(
                     padded, prefix_ids, constraint_ids
                 )
-            result = self._compiled(padded, prefix_ids, constraint_ids)
+            result = self._traced_once(padded, prefix_ids, constraint_ids)
             return DecodingResult(*(None if t is None else t[:batch] for t in result))
+
+    def _traced_once(self, *inputs):
+        """The compiled search of `inputs`, traced once for inputs of any shape (each
+        dimension left open) instead of once per bucket; with XLA, each new shape
+        still compiles. Inputs that are None stay out of the search."""
+        specs = [
+            None if x is None else tf.TensorSpec([None] * x.shape.rank, x.dtype) for x in inputs
+        ]
+        return self._compiled.get_concrete_function(*specs)(*inputs)
 
     def _checks(self, source_ids):
         """The assertions source ids `(B, S)` must pass before they are searched."""

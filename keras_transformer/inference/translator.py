@@ -277,8 +277,9 @@ class Translator(tf.Module):
             constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases
                 (`constraint_ids`).
 
-        The inputs are padded to a few shapes, each traced (and compiled)
-        once (`inference.BucketedSearch`); the result holds the B rows given.
+        The search is traced once, and the inputs are padded to a few
+        shapes, which XLA compiles once each (`inference.BucketedSearch`);
+        the result holds the B rows given.
 
         Examples:
             ```python
