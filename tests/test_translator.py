@@ -55,11 +55,11 @@ def test_a_translator_in_one_cache_traces_one_loop_and_translates_the_same(parts
     assert (loops(growing), loops(fixed)) == (2, 1)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_a_translator_traces_its_search_once_for_every_bucket(parts, jit_compile, monkeypatch):
+def test_a_translator_traces_its_search_once_for_every_bucket(parts, monkeypatch):
     """Sources of other lengths and batches of other sizes pad to other buckets; the
-    search is traced once for all of them (with XLA, each bucket still compiles), once
-    more for prefixes, and the outputs are each sentence's alone."""
+    search is traced once for all of them, once more for prefixes, and the outputs are
+    each sentence's alone. (With XLA, where each bucket still compiles, see
+    `test_a_bucketed_search_pads_to_few_shapes_and_gives_each_row_its_own_search`.)"""
     traces = []
     search = kt.inference.BucketedSearch._search
 
@@ -68,7 +68,7 @@ def test_a_translator_traces_its_search_once_for_every_bucket(parts, jit_compile
         return search(self, *args)
 
     monkeypatch.setattr(kt.inference.BucketedSearch, "_search", counted)
-    made = translator(parts, beam_size=2).copy(jit_compile=jit_compile)
+    made = translator(parts, beam_size=2)
     batches = [SENTENCES[:1], SENTENCES[:5], ["one " * 20] * 3, SENTENCES[:2]]
     outputs = [made.translate(batch).best for batch in batches]
     assert traces == [[[None, None], None, None]], traces
