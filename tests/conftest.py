@@ -197,9 +197,8 @@ def pytest_collection_modifyitems(config, items):
     trains, instead of a process waiting for it. Its directory is made once
     (`made_once`), by whichever process starts first; the `main_job` fixture waits
     for it."""
-    readers = [item for item in items if reads_main_job(item)]
-    items[:] = [item for item in items if not reads_main_job(item)] + readers
-    if not readers or config.option.collectonly:
+    items.sort(key=reads_main_job)  # stable: each part keeps its order
+    if not items or not reads_main_job(items[-1]) or config.option.collectonly:
         return
     factory = config._tmp_path_factory  # the `tmp_path_factory` fixture's, made at start-up
     threading.Thread(target=make_main_job, args=(factory,), daemon=True).start()

@@ -243,13 +243,12 @@ def one_step_for_every_length(model, body, state, longest):
     step it returns has the shapes of the state it is given, as a
     `tf.while_loop` requires.
     """
-    grown = tf.function(lambda cache: model.grow_cache(cache, longest), autograph=False)
-    grown_cache = grown.get_concrete_function(type_specs(state.cache)).structured_outputs
-    grown_specs = type_specs(state._replace(cache=grown_cache))
+    grow = tf.function(lambda cache: model.grow_cache(cache, longest), autograph=False)
+    grown_cache = grow.get_concrete_function(type_specs(state.cache)).structured_outputs
     specs = tf.nest.map_structure(
         lambda spec, grown: spec.most_specific_common_supertype([grown]),
         type_specs(state),
-        grown_specs,
+        type_specs(state._replace(cache=grown_cache)),
     )
     step = tf.function(body, input_signature=[specs], autograph=False)
 
