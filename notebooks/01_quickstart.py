@@ -81,7 +81,7 @@ plt.show()
 # the tens, so the model has to reorder. One SentencePiece vocabulary covers both languages.
 
 # %%
-train = numbers_corpus("train")[:TRAIN_PAIRS]
+train = numbers_corpus("train", limit=TRAIN_PAIRS)
 val = numbers_corpus("val")
 test = numbers_corpus("test")
 print(train[0])

@@ -32,7 +32,7 @@ from keras_transformer.text import SentencePieceTokenizer
 
 TINY = os.environ.get("KT_TINY") == "1"
 keras.utils.set_random_seed(0)
-corpus = numbers_corpus("train")[: 2_000 if TINY else 20_000]
+corpus = numbers_corpus("train", limit=2_000 if TINY else 20_000)
 test = numbers_corpus("test")
 tokenizer = SentencePieceTokenizer.train(corpus.sources, vocab_size=200)
 

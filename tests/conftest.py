@@ -77,7 +77,7 @@ def train_tiny_translation(directory, shared=True):
     from keras_transformer.text import SentencePieceTokenizer, make_batches
 
     keras.utils.set_random_seed(0)
-    corpus = numbers_corpus("train")[:3000]
+    corpus = numbers_corpus("train", limit=3000)
     if shared:
         source = target = SentencePieceTokenizer.train(
             corpus.sources + corpus.targets, vocab_size=120

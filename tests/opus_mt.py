@@ -192,7 +192,7 @@ def write_opus_mt(
     """
     os.makedirs(directory, exist_ok=True)
     pieces_each = 70 if corpus is None else 8000
-    corpus = corpus or numbers_corpus("train", source_lang="de", target_lang="en")[:600]
+    corpus = corpus or numbers_corpus("train", source_lang="de", target_lang="en", limit=600)
     models = [sentencepiece_model(texts, pieces_each) for texts in (corpus.sources, corpus.targets)]
     assert not (separate_vocabularies and tying), "separate vocabularies need three matrices"
     if separate_vocabularies:

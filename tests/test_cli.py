@@ -658,7 +658,7 @@ def test_train_streams_a_sharded_corpus_and_samples_its_tokenizer_text(tmp_path,
 
     data = tmp_path / "data"
     data.mkdir()
-    train, val = numbers_corpus("train")[:300], numbers_corpus("val")[:40]
+    train, val = numbers_corpus("train", limit=300), numbers_corpus("val", limit=40)
     for name, part in [("train-000", train[:200]), ("train-001", train[200:]), ("val", val)]:
         for lang, lines in [("de", part.sources), ("en", part.targets)]:
             (data / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")

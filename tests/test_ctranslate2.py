@@ -62,7 +62,7 @@ def teacher_forced_log_probs(model, tokenizer, sources, targets):
     ],
 )
 def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tmp_path):
-    corpus = numbers_corpus("train")[:400]
+    corpus = numbers_corpus("train", limit=400)
     tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
     vocab = tokenizer.vocab_size
     settings = dict(num_layers=2, d_model=32, num_heads=4, dff=64) | architecture
@@ -91,7 +91,7 @@ def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tm
 
 def test_ctranslate2_greedy_is_the_package_greedy(tiny_translation, tmp_path):
     model, tokenizer = load_tiny_translation(tiny_translation)
-    test = numbers_corpus("test")[:300]
+    test = numbers_corpus("test", limit=300)
     translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1)
     ours = kt.inference.translate_lines(translator, test.sources)
     theirs = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "float32"))(

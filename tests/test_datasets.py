@@ -5,6 +5,7 @@ import pytest
 from num2words import num2words
 
 from keras_transformer.datasets import (
+    load_corpus,
     load_parallel_files,
     load_split,
     load_tfds,
@@ -67,7 +68,8 @@ def test_tsv_names_a_line_with_too_few_columns(tmp_path):
 def test_numbers_corpus_is_fixed_disjoint_and_correct():
     train, val, test = (numbers_corpus(split) for split in ("train", "val", "test"))
     assert (len(train), len(val), len(test)) == (30_000, 1_000, 1_000)
-    assert numbers_corpus("test")[:5] == test[:5]
+    assert numbers_corpus("test", limit=5) == test[:5]  # writes out only what it returns
+    assert load_corpus("numbers", "train", "en", "de", limit=300) == train[:300]
     assert not set(test.sources) & set(train.sources)
     assert not set(val.sources) & set(train.sources)
     assert not set(val.sources) & set(test.sources)
@@ -149,6 +151,12 @@ def test_a_streamed_split_holds_the_pairs_of_its_shards(tmp_path):
     in_memory = load_split(str(tmp_path), "train", "de", "en")  # the shards, one after another
     assert list(zip(in_memory.sources, in_memory.targets, strict=True)) == pairs
     assert len(list(corpus[:4].to_dataset())) == 4
+    limited = load_corpus(
+        "files", "train", "de", "en", directory=str(tmp_path), stream=True, limit=4
+    )
+    assert [(s.decode(), t.decode()) for s, t in limited.to_dataset().as_numpy_iterator()] == [
+        (s.decode(), t.decode()) for s, t in corpus[:4].to_dataset().as_numpy_iterator()
+    ]
 
     sample = corpus.sample_sentences(6, seed=1)
     assert len(sample) == 6 and set(sample) <= {s for pair in pairs for s in pair}

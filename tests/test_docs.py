@@ -47,7 +47,7 @@ def data_dir(tmp_path_factory):
     """`{train,val}.{de,en}`: 2,000 and 200 pairs of the built-in corpus."""
     directory = tmp_path_factory.mktemp("data")
     for split, size in (("train", 2000), ("val", 200)):
-        corpus = numbers_corpus(split, "de", "en")[:size]
+        corpus = numbers_corpus(split, "de", "en", limit=size)
         for lang, lines in (("de", corpus.sources), ("en", corpus.targets)):
             (directory / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return directory

@@ -172,7 +172,7 @@ def test_litert_cli_exports_and_translates(main_job, tmp_path):
 
 
 def small_translator(tokenizer_class=SentencePieceTokenizer, dtype=None, **options):
-    corpus = numbers_corpus("train")[:300]
+    corpus = numbers_corpus("train", limit=300)
     tokenizer = tokenizer_class.train(corpus.sources + corpus.targets, vocab_size=100)
     keras.utils.set_random_seed(0)
     vocab = tokenizer.vocab_size

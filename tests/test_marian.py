@@ -103,7 +103,7 @@ def assert_marians_probabilities(run_dir, options, weights, pairs=6, **reference
     the package's ids, as (source ids, target ids, log-probabilities of each target id
     then EOS)."""
     _, model, source, target = kt.run.load_run(run_dir)
-    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:pairs]
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en", limit=pairs)
     scored = []
     for sentence, translation in zip(corpus.sources, corpus.targets, strict=True):
         source_ids = source.tokenize(tf.constant([sentence]))[0].numpy().tolist()
@@ -238,7 +238,7 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     data = tmp_path / "data"
     data.mkdir()
     for split, size in (("train", 400), ("val", 60)):
-        corpus = numbers_corpus(split, source_lang="de", target_lang="en")[:size]
+        corpus = numbers_corpus(split, source_lang="de", target_lang="en", limit=size)
         (data / f"{split}.de").write_text("\n".join(corpus.sources) + "\n", encoding="utf-8")
         (data / f"{split}.en").write_text("\n".join(corpus.targets) + "\n", encoding="utf-8")
     before = _val_loss(run_dir)
@@ -246,7 +246,7 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     # what evaluate writes into the run does not keep train from fine-tuning it below.
     assert main(["evaluate", "--run-dir", str(run_dir)]) == 2
     assert "data.corpus is null" in capsys.readouterr().err
-    val = numbers_corpus("val", source_lang="de", target_lang="en")[:60]
+    val = numbers_corpus("val", source_lang="de", target_lang="en", limit=60)
     with gzip.open(data / "held.de.gz", "wt", encoding="utf-8") as f:
         f.write("\n".join(val.sources) + "\n")
     own = ["--source", str(data / "held.de.gz"), "--reference", str(data / "val.en")]
@@ -336,7 +336,7 @@ def truncated(name):
 
 def _val_loss(run_dir):
     """Mean -log P per target token of the validation pairs, EOS included."""
-    corpus = numbers_corpus("val", source_lang="de", target_lang="en")[:60]
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en", limit=60)
     scored = kt.run.score_pairs(str(run_dir), corpus.sources, corpus.targets)
     return -sum(s["log_prob"] for s in scored) / sum(s["tokens"] for s in scored)
 

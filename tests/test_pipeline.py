@@ -156,7 +156,7 @@ def test_worker_shares_are_disjoint_equal_and_leave_out_only_the_last_batches(to
 @pytest.fixture
 def number_words():
     """`(tokenizer, pairs)`: German and English number words, which split many ways."""
-    pairs = numbers_corpus("train", "de", "en")[:800]
+    pairs = numbers_corpus("train", "de", "en", limit=800)
     return SentencePieceTokenizer.train(pairs.sources + pairs.targets, vocab_size=200), pairs
 
 

@@ -74,7 +74,7 @@ def test_positions_for_queries_and_keys_steer_attention_without_entering_the_val
 def numbers():
     """`(tokenizer, sentences)`: a 100-piece vocabulary and 20 numbers, an empty line and an
     over-long one."""
-    corpus = numbers_corpus("train")[:400]
+    corpus = numbers_corpus("train", limit=400)
     tokenizer = SentencePieceTokenizer.train(corpus.sources + corpus.targets, vocab_size=100)
     return tokenizer, corpus.sources[:20] + ["", "eins " * 40]
 

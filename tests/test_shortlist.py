@@ -121,7 +121,7 @@ def test_translator_saved_model_and_ctranslate2_decode_over_the_shortlist(
     tiny_translation, tmp_path
 ):
     model, tokenizer = load_tiny_translation(tiny_translation)
-    train = numbers_corpus("train")[:3000]
+    train = numbers_corpus("train", limit=3000)
     rows = [tokenizer.tokenize(tf.constant(t)).to_list() for t in (train.sources, train.targets)]
     vocab = tokenizer.vocab_size
     shortlist = Shortlist.build(*rows, vocab, vocab, per_source=8, frequent=16, size=72)

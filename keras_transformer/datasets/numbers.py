@@ -24,7 +24,7 @@ import numpy as np
 from num2words import num2words
 
 from keras_transformer.datasets.corpus import ParallelCorpus
-from keras_transformer.validation import check_choice
+from keras_transformer.validation import check_choice, check_positive_int
 
 SPLITS = ("train", "val", "test")
 DEFAULT_SIZES = {"train": 30_000, "val": 1_000, "test": 1_000}
@@ -34,8 +34,8 @@ HELD_OUT_DIGITS = range(3, MAX_DIGITS + 1)  # digit counts of the val and test n
 TRAIN_DIGIT_WEIGHTS = (1, 1, 2, 6, 6, 6)  # relative share of 1, 2, ..., 6 digits in train
 
 
-def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
-    """One split of the built-in numbers corpus.
+def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0, limit=None):
+    """One split of the built-in numbers corpus, or its first `limit` pairs.
 
     Args:
         split: `"train"` (30,000 pairs, small numbers repeated), `"val"`
@@ -44,6 +44,8 @@ def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
         target_lang: language of the target words; one of `LANGUAGES`.
         seed: seed of the draw; val and test of one seed share no number
             with each other or with training.
+        limit: the first `limit` pairs only, which are all that is written
+            out (`num2words` takes seconds for a whole training split).
 
     Returns:
         `ParallelCorpus`.
@@ -51,13 +53,17 @@ def numbers_corpus(split="train", source_lang="en", target_lang="de", seed=0):
     Examples:
         >>> numbers_corpus("test")[0]
         ('...', '...')
+        >>> len(numbers_corpus("train", limit=300))
+        300
     """
     check_choice("split", split, set(SPLITS))
     check_choice("source_lang", source_lang, set(LANGUAGES))
     check_choice("target_lang", target_lang, set(LANGUAGES))
-    sources = _words(split, source_lang, seed)
-    targets = _words(split, target_lang, seed)
-    return ParallelCorpus(list(sources), list(targets))
+    if limit is not None:
+        check_positive_int("limit", limit)
+    numbers = _draw(seed)[split][:limit]
+    sources = [_written(number, source_lang) for number in numbers]
+    return ParallelCorpus(sources, [_written(number, target_lang) for number in numbers])
 
 
 def small_numbers(source_lang="en", target_lang="de"):
@@ -79,8 +85,8 @@ def small_numbers(source_lang="en", target_lang="de"):
     """
     check_choice("source_lang", source_lang, set(LANGUAGES))
     check_choice("target_lang", target_lang, set(LANGUAGES))
-    sources = [num2words(n, lang=source_lang) for n in range(100)]
-    return ParallelCorpus(sources, [num2words(n, lang=target_lang) for n in range(100)])
+    sources = [_written(n, source_lang) for n in range(100)]
+    return ParallelCorpus(sources, [_written(n, target_lang) for n in range(100)])
 
 
 def split_numbers(split="train", seed=0):
@@ -101,10 +107,10 @@ def split_numbers(split="train", seed=0):
     return list(_draw(seed)[split])
 
 
-@functools.lru_cache(maxsize=16)
-def _words(split, lang, seed):
-    """The numbers of one split written out in one language (num2words is slow)."""
-    return tuple(num2words(n, lang=lang) for n in _draw(seed)[split])
+@functools.lru_cache(maxsize=None)
+def _written(number, lang):
+    """`number` written out in `lang`, once per process (num2words is slow)."""
+    return num2words(number, lang=lang)
 
 
 @functools.lru_cache(maxsize=4)

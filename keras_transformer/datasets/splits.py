@@ -25,6 +25,7 @@ def load_corpus(
     name=None,
     stream=False,
     split_names=("train", "val", "test"),
+    limit=None,
 ):
     """The `split` of a corpus of one of `CORPUS_KINDS`.
 
@@ -43,6 +44,8 @@ def load_corpus(
             they are needed instead of a list in memory.
         split_names: the names of the training, validation and test splits
             of a TSV file.
+        limit: the first `limit` pairs only (the built-in numbers then write
+            out no more than those).
 
     Returns:
         A `ParallelCorpus`, or a `StreamingCorpus` when streaming files.
@@ -56,7 +59,7 @@ def load_corpus(
         ```
     """
     if kind == "numbers":
-        return numbers_corpus(split, source_lang, target_lang)
+        return numbers_corpus(split, source_lang, target_lang, limit=limit)
     if kind == "files":
         expanded = os.path.expandvars(directory or "")
         if not expanded or "$" in expanded:
@@ -65,17 +68,20 @@ def load_corpus(
                 f"must be set). Received: directory={directory!r}"
             )
         if stream:
-            return StreamingCorpus.from_directory(expanded, split, source_lang, target_lang)
-        return load_split(expanded, split, source_lang, target_lang)
-    if kind == "tsv":
+            corpus = StreamingCorpus.from_directory(expanded, split, source_lang, target_lang)
+        else:
+            corpus = load_split(expanded, split, source_lang, target_lang)
+    elif kind == "tsv":
         if not path:
             raise ArgumentError("A TSV corpus needs a `path`. Received: path=None")
-        return tsv_split(load_tsv(path), split, split_names)
-    if kind == "tfds":
+        corpus = tsv_split(load_tsv(path), split, split_names)
+    elif kind == "tfds":
         if not name:
             raise ArgumentError("A TFDS corpus needs a `name`. Received: name=None")
-        return load_tfds(name, split)
-    raise ArgumentError(f"`kind` must be one of {CORPUS_KINDS}. Received: kind={kind!r}")
+        corpus = load_tfds(name, split)
+    else:
+        raise ArgumentError(f"`kind` must be one of {CORPUS_KINDS}. Received: kind={kind!r}")
+    return corpus if limit is None else corpus[:limit]
 
 
 def tsv_split(corpus, split, split_names):

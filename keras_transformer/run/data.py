@@ -5,13 +5,14 @@ from keras_transformer.errors import ConfigError
 from keras_transformer.text import make_batches
 
 
-def corpus_split(data, split, stream=False):
+def corpus_split(data, split, stream=False, limit=None):
     """The `split` of the corpus that the `data` configuration section names.
 
     Args:
         data: the `data` section of a run configuration.
         split: a split name, e.g. `data["val_split"]`.
         stream: for a corpus of files, read them as they are needed.
+        limit: the first `limit` pairs only.
 
     Examples:
         ```python
@@ -35,13 +36,13 @@ def corpus_split(data, split, stream=False):
         name=data["name"],
         stream=stream,
         split_names=(data["train_split"], data["val_split"], data["test_split"]),
+        limit=limit,
     )
 
 
 def training_corpus(data):
     """The training split, streamed from files, cut to `train_limit` pairs if set."""
-    corpus = corpus_split(data, data["train_split"], stream=True)
-    return corpus if data["train_limit"] is None else corpus[: data["train_limit"]]
+    return corpus_split(data, data["train_split"], stream=True, limit=data["train_limit"])
 
 
 def training_and_validation_batches(config, train, val, tokenizers):
