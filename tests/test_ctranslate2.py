@@ -1,4 +1,7 @@
-"""The CTranslate2 export against the package's own model, token by token."""
+"""The CTranslate2 export against the package's own model, token by token.
+
+The package's translators here decode without XLA, so that no test waits for a compilation
+per batch shape; `test_export` checks that XLA gives the same outputs."""
 
 import keras
 import numpy as np
@@ -72,7 +75,7 @@ def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tm
     sources, targets = corpus.sources[:12], corpus.targets[:12]
     expected, source, target = teacher_forced_log_probs(model, tokenizer, sources, targets)
 
-    translator = kt.Translator(model, tokenizer, tokenizer, max_length=10)
+    translator = kt.Translator(model, tokenizer, tokenizer, max_length=10, jit_compile=False)
     directory = export_ctranslate2(translator, tmp_path / "ct2")
     pieces = tokenizer.pieces
     scored = ctranslate2.Translator(str(directory)).score_batch(
@@ -92,7 +95,7 @@ def test_ctranslate2_scores_every_token_as_the_keras_model_does(architecture, tm
 def test_ctranslate2_greedy_is_the_package_greedy(tiny_translation, tmp_path):
     model, tokenizer = load_tiny_translation(tiny_translation)
     test = numbers_corpus("test", limit=300)
-    translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1)
+    translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1, jit_compile=False)
     ours = kt.inference.translate_lines(translator, test.sources)
     theirs = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "float32"))(
         test.sources
@@ -154,7 +157,9 @@ def test_ctranslate2_takes_the_exported_length_options(tiny_translation, tmp_pat
     model, tokenizer = load_tiny_translation(tiny_translation)
     sources = numbers_corpus("test").sources[:100] + ["", "   "]
     options = {"min_length": 6, "no_repeat_ngram_size": 2}
-    translator = kt.Translator(model, tokenizer, tokenizer, beam_size=1, **options)
+    translator = kt.Translator(
+        model, tokenizer, tokenizer, beam_size=1, **options, jit_compile=False
+    )
     ours = kt.inference.translate_lines(translator, sources)
     exported = CTranslate2Translator(export_ctranslate2(translator, tmp_path / "options"))
     theirs = exported(sources)
@@ -239,7 +244,9 @@ def test_ctranslate2_patience_lets_beam_search_find_the_package_outputs(tiny_tra
     and agrees on nearly every sentence (99.7% on an AVX2 VM)."""
     model, tokenizer = load_tiny_translation(tiny_translation)
     sources = numbers_corpus("test").sources[:300]
-    translator = kt.Translator(model, tokenizer, tokenizer, beam_size=4, alpha=1.0)
+    translator = kt.Translator(
+        model, tokenizer, tokenizer, beam_size=4, alpha=1.0, jit_compile=False
+    )
     ours = kt.inference.translate_lines(translator, sources)
     directory = export_ctranslate2(translator, tmp_path / "beam")
     own = {p: CTranslate2Translator(directory, patience=p, ranking="ctranslate2") for p in (1, 4)}
@@ -267,7 +274,7 @@ def test_ctranslate2_translate_gives_the_translators_outputs_scores_and_prefixes
     model, tokenizer = load_tiny_translation(tiny_translation)
     sources = numbers_corpus("test").sources[:60] + ["", "   "]
     for options in [dict(beam_size=1), dict(beam_size=4, n_best=2, alpha=1.0)]:
-        translator = kt.Translator(model, tokenizer, tokenizer, **options)
+        translator = kt.Translator(model, tokenizer, tokenizer, **options, jit_compile=False)
         engine = CTranslate2Translator(export_ctranslate2(translator, tmp_path / str(options)))
         # Every other sentence from its translation's first word: a German number is one
         # word, which the search must then end or go on from.

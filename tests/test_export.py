@@ -34,22 +34,48 @@ MIXED = [
 ]
 
 
-def tiny_translator(tiny_translation):
+def tiny_translator(tiny_translation, **options):
     model, tokenizer = load_tiny_translation(tiny_translation)
-    return Translator(model, tokenizer, tokenizer, max_length=40, beam_size=2)
+    return Translator(model, tokenizer, tokenizer, max_length=40, beam_size=2, **options)
 
 
 @pytest.fixture
 def translator(tiny_translation):
-    return tiny_translator(tiny_translation)
+    """The reference of every export: the translator's search without XLA, which is the
+    search an export holds (`test_xla_translates_as_the_search_an_export_holds` checks
+    that compiling it changes nothing), so that no test waits for an XLA compilation."""
+    return tiny_translator(tiny_translation, jit_compile=False)
 
 
 @pytest.fixture(scope="module")
 def exported(tiny_translation, tmp_path_factory):
-    """One export of `translator`'s model and options, read by the tests that only
-    read it (each export traces every signature's search: seconds each)."""
+    """One export of a translator as a user makes it (with XLA, the default), of
+    `translator`'s model and options, read by the tests that only read it (each export
+    traces every signature's search: seconds each)."""
     base = tmp_path_factory.mktemp("saved_models")
     return export_translator(tiny_translator(tiny_translation), "numbers_de_en", str(base))
+
+
+def test_xla_translates_as_the_search_an_export_holds(translator):
+    """A `Translator` compiles its search with XLA by default; an export holds the search
+    without XLA. Both give the same outputs and scores, in one batch each: strings of any
+    kind, n-best lists with prefixes, and constraints."""
+    compiled = translator.copy(jit_compile=True)
+    assert compiled.jit_compile and not translator.jit_compile
+    np.testing.assert_array_equal(
+        compiled(tf.constant(MIXED)).numpy(), translator(tf.constant(MIXED)).numpy()
+    )
+    sentences = ["twenty-one", "", "seven hundred and three", "   "]
+    prefixes = ["", "neun", "sieben", ""]
+    expected = translator.copy(n_best=2).translate(sentences, prefixes)
+    got = compiled.copy(n_best=2).translate(sentences, prefixes)
+    assert got.translations.tolist() == expected.translations.tolist()
+    np.testing.assert_allclose(got.scores, expected.scores, atol=1e-5)
+    phrases = [["eight", ""], ["", ""], ["seven", "hundred"], ["", ""]]
+    np.testing.assert_array_equal(
+        compiled(sentences, constraints=phrases).numpy(),
+        translator(sentences, constraints=phrases).numpy(),
+    )
 
 
 def test_translator_returns_one_string_per_input_of_any_kind(translator):
@@ -262,8 +288,7 @@ def test_the_default_export_needs_no_xla(translator, exported, tmp_path):
         functions, _ = saved_functions(path)
         return [f.signature.name for f in functions if f.attr["_XlaMustCompile"].b]
 
-    assert translator.jit_compile  # the Python translator compiles; its export does not
-    assert must_compile(exported) == []
+    assert must_compile(exported) == []  # exported from a translator that compiles
     assert must_compile(export_translator(translator, "numbers", str(tmp_path), xla=True))
 
 

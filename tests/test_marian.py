@@ -1,5 +1,8 @@
 """OPUS-MT (Marian) models imported as run directories, against Marian's math in NumPy and
-CTranslate2's own Marian converter, from Marian's layout and from Hugging Face's."""
+CTranslate2's own Marian converter, from Marian's layout and from Hugging Face's.
+
+The package's translators here decode without XLA, so that no test waits for a compilation
+per batch shape; `test_export` checks that XLA gives the same outputs."""
 
 import csv
 import gzip
@@ -180,7 +183,9 @@ def test_a_hugging_face_copy_imports_and_translates_from_the_command_line(
     assert main(args) == 0
     assert json.load(open(run_dir / "imported.json"))["format"] == "hugging-face"
     lines = SOURCES[:3] + ["", "  "]
-    expected = kt.inference.translate_lines(kt.run.make_translator(str(run_dir)), lines)
+    expected = kt.inference.translate_lines(
+        kt.run.make_translator(str(run_dir), jit_compile=False), lines
+    )
     capsys.readouterr()
     assert main(["translate", "--run-dir", str(run_dir), *lines]) == 0
     assert capsys.readouterr().out.splitlines() == expected
@@ -203,7 +208,9 @@ def test_imported_searches_find_what_ctranslate2s_marian_conversion_finds(import
             source_pieces, beam_size=beam, max_decoding_length=30, length_penalty=0
         )
         theirs = [result.hypotheses[0] for result in theirs]
-        translator = kt.run.make_translator(run_dir, beam_size=beam, max_length=30, alpha=0.0)
+        translator = kt.run.make_translator(
+            run_dir, beam_size=beam, max_length=30, alpha=0.0, jit_compile=False
+        )
         ours = pieces_of(translator, SOURCES)
         if beam == 1:
             assert ours == theirs
@@ -255,7 +262,7 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     assert "has 60 lines and" in capsys.readouterr().err
     assert main(["evaluate", "--run-dir", str(run_dir), "--beam-size", "1", *own]) == 0
     result = json.loads(capsys.readouterr().out.splitlines()[-1])
-    greedy = kt.run.make_translator(str(run_dir), beam_size=1)
+    greedy = kt.run.make_translator(str(run_dir), beam_size=1, jit_compile=False)
     with open(result["hypotheses"], encoding="utf-8") as f:
         hypotheses = f.read().splitlines()
     assert hypotheses == kt.inference.translate_lines(greedy, val.sources)
@@ -287,7 +294,7 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     assert by_split["sentences"] == by_directory["sentences"] == 60
     assert by_split["bleu"] == by_directory["bleu"]
 
-    translator = kt.run.make_translator(str(run_dir), beam_size=2)
+    translator = kt.run.make_translator(str(run_dir), beam_size=2, jit_compile=False)
     expected = kt.inference.translate_lines(translator, SOURCES[:6] + [""])
     capsys.readouterr()
     args = ["translate", "--run-dir", str(run_dir), "--beam-size", "2"]
@@ -306,7 +313,7 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     ct2_dir = kt.run.export_ctranslate2_run(
         str(run_dir), tmp_path / "ct2", beam_size=1, max_length=20
     )
-    greedy = kt.run.make_translator(str(run_dir), beam_size=1, max_length=20)
+    greedy = kt.run.make_translator(str(run_dir), beam_size=1, max_length=20, jit_compile=False)
     engine = kt.export.CTranslate2Translator(ct2_dir)
     assert engine(SOURCES) == kt.inference.translate_lines(greedy, SOURCES)
 

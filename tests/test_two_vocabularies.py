@@ -157,7 +157,9 @@ def test_litert_translates_as_the_translator_does(tiny_two_vocabularies, tmp_pat
     from keras_transformer.export import export_litert
     from keras_transformer.export.litert_runtime import LiteRTTranslator
 
-    translator = tiny_translator(tiny_two_vocabularies, max_length=40, max_source_length=LIMIT)
+    translator = tiny_translator(
+        tiny_two_vocabularies, max_length=40, max_source_length=LIMIT, jit_compile=False
+    )
     engine = LiteRTTranslator(export_litert(translator, tmp_path, max_source_length=LIMIT))
     assert engine(MIXED) == translate_lines(translator, MIXED)
     assert engine(MIXED[:1]) == translate_lines(translator, MIXED[:1])
@@ -170,7 +172,11 @@ def test_ctranslate2_translates_as_the_translator_does(tiny_two_vocabularies, tm
 
     for beam_size in (1, 2):
         translator = tiny_translator(
-            tiny_two_vocabularies, max_length=40, beam_size=beam_size, max_source_length=LIMIT
+            tiny_two_vocabularies,
+            max_length=40,
+            beam_size=beam_size,
+            max_source_length=LIMIT,
+            jit_compile=False,
         )
         engine = CTranslate2Translator(export_ctranslate2(translator, tmp_path / str(beam_size)))
         assert engine(MIXED) == translate_lines(translator, MIXED), beam_size
