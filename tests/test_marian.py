@@ -174,6 +174,35 @@ def test_a_hugging_face_copy_gives_the_probabilities_of_its_network(hugging_face
     )
 
 
+# An OPUS-MT model with only Hugging Face's TensorFlow weights, saved by transformers' own
+# TFMarianMTModel, and the logits transformers gives it (`tests/data/write_tf_marian.py`).
+TF_COPY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "opus_mt_tf_h5")
+
+
+def test_a_tensorflow_copy_imports_and_gives_the_logits_transformers_gives(tmp_path, capsys):
+    """`tf_model.h5` alone (no safetensors, no PyTorch): the imported run's log-probabilities
+    of every Marian piece are those of transformers' `TFMarianMTModel` on the same ids; a
+    damaged file is refused in one line."""
+    assert not os.path.exists(os.path.join(TF_COPY, "model.safetensors"))
+    run_dir = import_marian(TF_COPY, tmp_path / "run").path
+    _, model, _, target = kt.run.load_run(run_dir)
+    reference = np.load(os.path.join(TF_COPY, "transformers_logits.npz"))
+    source_ids = reference["source_ids"] + 1  # the package numbers Marian's pieces from 1
+    decoder_ids = reference["decoder_ids"] + 1
+    decoder_ids[:, 0] = target.bos_id  # where Hugging Face's decoder starts from "<pad>"
+    ours = tf.nn.log_softmax(model((source_ids, decoder_ids))).numpy()[..., 1:-1]
+    theirs = tf.nn.log_softmax(reference["logits"][..., :-1]).numpy()  # without "<pad>"
+    assert ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, atol=1e-4)
+
+    def cut(copy):
+        path = copy / "tf_model.h5"
+        path.write_bytes(path.read_bytes()[:5000])
+
+    error = refusal_of_import(TF_COPY, cut, tmp_path, capsys)
+    assert "tf_model.h5 is damaged or not an HDF5 file" in error
+
+
 def test_a_hugging_face_copy_imports_and_translates_from_the_command_line(
     hugging_face, tmp_path, capsys
 ):

@@ -245,7 +245,7 @@ def add_import(commands):
         required=True,
         help="the model's directory: Marian's layout (decoder.yml, the .npz and .yml files "
         "it names, source.spm, target.spm) or Hugging Face's (config.json, "
-        "model.safetensors, vocab.json, source.spm, target.spm)",
+        "model.safetensors or tf_model.h5, vocab.json, source.spm, target.spm)",
     )
     run_dir_argument(imported)
     imported.set_defaults(command=run_import)

@@ -3,7 +3,9 @@
 Hugging Face's copy of an OPUS-MT model holds
 
     config.json                 `MarianConfig`: sizes, activation, special ids
-    model.safetensors           the weights, in PyTorch's names and layout
+    model.safetensors           the weights, in PyTorch's names and layout, or
+    tf_model.h5                 the weights of its TensorFlow copy (Keras 2's HDF5), which
+                                many of the Hub's older OPUS-MT repositories hold alone
     vocab.json                  the vocabulary, Marian's plus "<pad>" as its last id
     target_vocab.json           the target side's, where the two are separate
     source.spm, target.spm      the SentencePiece models of each side
@@ -13,8 +15,9 @@ layout gives (`marian.read_marian`): Marian's weight names, `(in, out)`
 matrices, the vocabulary without "<pad>", whose embedding row is the zero
 vector a Marian decoder starts from. Two things differ from Marian's network
 and are kept: Hugging Face's layer norms add 1e-5 (Marian's 1e-6), and its
-"gelu" is the exact one. `pytorch_model.bin` needs PyTorch to read and is
-refused with what to do instead.
+"gelu" is the exact one. `tf_model.h5` is read with `h5py`, which TensorFlow
+brings, and its tensors are given PyTorch's names and layout first.
+`pytorch_model.bin` needs PyTorch to read and is refused with what to do instead.
 """
 
 import json
@@ -29,6 +32,9 @@ from keras_transformer.layers.positional_encoding import positional_encoding
 ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}  # -> Keras'
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's, which Hugging Face's Marian uses
 PAD_PIECE = "<pad>"
+WEIGHT_FILES = ("model.safetensors", "tf_model.h5")  # read in this order
+# Where a Keras 2 weight path of Hugging Face's TF Marian starts its PyTorch name.
+TF_ROOTS = ("encoder", "decoder", "shared", "model.shared", "final_logits_bias")
 
 
 def _layer_names():
@@ -56,8 +62,8 @@ def read_hugging_face(model_dir):
     """Reads and checks the Hugging Face layout of an OPUS-MT model in `model_dir`.
 
     Args:
-        model_dir: the directory with `config.json`, `model.safetensors`,
-            `vocab.json` (and `target_vocab.json` for separate vocabularies),
+        model_dir: the directory with `config.json`, `model.safetensors` (or
+            `tf_model.h5`), `vocab.json` (and `target_vocab.json` for separate vocabularies),
             `source.spm` and `target.spm`.
 
     Returns:
@@ -67,7 +73,8 @@ def read_hugging_face(model_dir):
         FileNotFoundError: if a file is missing.
         DamagedFileError: if a file cannot be read as what it should hold.
         ArgumentError: on a configuration the importer does not support.
-        MissingDependencyError: if the `safetensors` package is not installed.
+        MissingDependencyError: if the `safetensors` package is not installed
+            (for `model.safetensors`).
 
     Examples:
         ```python
@@ -79,15 +86,7 @@ def read_hugging_face(model_dir):
     config_path = _existing(model_dir, "config.json")
     config = _read_json(config_path, dict)
     options = _options(config, config_path)
-    weights_path = os.path.join(model_dir, "model.safetensors")
-    if not os.path.isfile(weights_path):
-        if os.path.isfile(os.path.join(model_dir, "pytorch_model.bin")):
-            raise ArgumentError(
-                f"{model_dir} holds pytorch_model.bin, which only PyTorch reads; the "
-                "importer reads model.safetensors (the Hub's OPUS-MT models have it) or "
-                "Marian's own .npz."
-            )
-        _existing(model_dir, "model.safetensors")
+    weights_path = _weights_file(model_dir)
     shared = config.get("share_encoder_decoder_embeddings", True)
     vocab_paths = [_existing(model_dir, "vocab.json")]
     vocab_paths.append(vocab_paths[0] if shared else _existing(model_dir, "target_vocab.json"))
@@ -97,7 +96,11 @@ def read_hugging_face(model_dir):
     for path in spm_paths:
         with open(path, "rb") as f:
             spm.append(f.read())
-    weights = _marian_weights(_read_safetensors(weights_path), config, weights_path)
+    if weights_path.endswith(".h5"):
+        tensors = _read_tf_h5(weights_path)
+    else:
+        tensors = _read_safetensors(weights_path)
+    weights = _marian_weights(tensors, config, weights_path)
     return MarianModel(
         options=options,
         weights=weights,
@@ -108,6 +111,20 @@ def read_hugging_face(model_dir):
         activation=ACTIVATIONS[config["activation_function"]],
         layer_norm_epsilon=LAYER_NORM_EPSILON,
     )
+
+
+def _weights_file(model_dir):
+    """The path of `model.safetensors`, or else of `tf_model.h5`; refuses PyTorch's file."""
+    for name in WEIGHT_FILES:
+        if os.path.isfile(os.path.join(model_dir, name)):
+            return os.path.join(model_dir, name)
+    if os.path.isfile(os.path.join(model_dir, "pytorch_model.bin")):
+        raise ArgumentError(
+            f"{model_dir} holds pytorch_model.bin, which only PyTorch reads; the "
+            "importer reads model.safetensors or tf_model.h5 (the Hub's OPUS-MT models "
+            "have one of them) or Marian's own .npz."
+        )
+    return _existing(model_dir, WEIGHT_FILES[0])
 
 
 def _existing(directory, name):
@@ -211,6 +228,46 @@ def _read_safetensors(path):
         raise DamagedFileError(
             f"{path} is damaged or not a safetensors file: {error}", path
         ) from None
+
+
+def _read_tf_h5(path):
+    """The tensors of a `tf_model.h5` under PyTorch's names and in its layout.
+
+    Keras 2 stores each weight under its layer's path, `.../encoder/layers.0/fc1/kernel:0`:
+    the path from the stack (`encoder`, `decoder`) or the shared table on, with `/` as `.`,
+    is PyTorch's name, and Keras' `kernel`, `gamma` and `beta` are PyTorch's `weight`
+    (an `(in, out)` matrix, transposed here), `weight` and `bias`.
+    """
+    import h5py
+
+    tensors = {}
+
+    def visit(name, item):
+        if isinstance(item, h5py.Dataset):
+            renamed = _pytorch_name(name)
+            value = np.asarray(item)
+            tensors[renamed] = value.T if name.endswith("kernel:0") else value
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(visit)
+    except OSError as error:
+        raise DamagedFileError(f"{path} is damaged or not an HDF5 file: {error}", path) from None
+    return tensors
+
+
+def _pytorch_name(name):
+    """PyTorch's name of a Keras 2 weight path of Hugging Face's TF Marian (see `_read_tf_h5`)."""
+    parts = name.removesuffix(":0").split("/")
+    starts = [i for i, part in enumerate(parts) if part in TF_ROOTS]
+    if not starts:
+        return name
+    parts = parts[starts[-1] :]
+    keras_suffix = {"kernel": "weight", "gamma": "weight", "beta": "bias", "embeddings": "weight"}
+    parts[-1] = keras_suffix.get(parts[-1], parts[-1])
+    if parts[0] == "final_logits_bias":
+        return "final_logits_bias"
+    return ".".join(part.removeprefix("model.") for part in parts)
 
 
 def _marian_weights(tensors, config, path):
