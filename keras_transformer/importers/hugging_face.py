@@ -32,9 +32,10 @@ from keras_transformer.layers.positional_encoding import positional_encoding
 ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}  # -> Keras'
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's, which Hugging Face's Marian uses
 PAD_PIECE = "<pad>"
-WEIGHT_FILES = ("model.safetensors", "tf_model.h5")  # read in this order
-# Where a Keras 2 weight path of Hugging Face's TF Marian starts its PyTorch name.
+# Where a Keras 2 weight path of Hugging Face's TF Marian starts its PyTorch name,
+# and Keras' names of the weights PyTorch calls `weight` and `bias`.
 TF_ROOTS = ("encoder", "decoder", "shared", "model.shared", "final_logits_bias")
+KERAS_SUFFIXES = {"kernel": "weight", "gamma": "weight", "beta": "bias", "embeddings": "weight"}
 
 
 def _layer_names():
@@ -96,10 +97,7 @@ def read_hugging_face(model_dir):
     for path in spm_paths:
         with open(path, "rb") as f:
             spm.append(f.read())
-    if weights_path.endswith(".h5"):
-        tensors = _read_tf_h5(weights_path)
-    else:
-        tensors = _read_safetensors(weights_path)
+    tensors = WEIGHT_READERS[os.path.basename(weights_path)](weights_path)
     weights = _marian_weights(tensors, config, weights_path)
     return MarianModel(
         options=options,
@@ -115,7 +113,7 @@ def read_hugging_face(model_dir):
 
 def _weights_file(model_dir):
     """The path of `model.safetensors`, or else of `tf_model.h5`; refuses PyTorch's file."""
-    for name in WEIGHT_FILES:
+    for name in WEIGHT_READERS:
         if os.path.isfile(os.path.join(model_dir, name)):
             return os.path.join(model_dir, name)
     if os.path.isfile(os.path.join(model_dir, "pytorch_model.bin")):
@@ -124,7 +122,7 @@ def _weights_file(model_dir):
             "importer reads model.safetensors or tf_model.h5 (the Hub's OPUS-MT models "
             "have one of them) or Marian's own .npz."
         )
-    return _existing(model_dir, WEIGHT_FILES[0])
+    return _existing(model_dir, next(iter(WEIGHT_READERS)))
 
 
 def _existing(directory, name):
@@ -263,11 +261,12 @@ def _pytorch_name(name):
     if not starts:
         return name
     parts = parts[starts[-1] :]
-    keras_suffix = {"kernel": "weight", "gamma": "weight", "beta": "bias", "embeddings": "weight"}
-    parts[-1] = keras_suffix.get(parts[-1], parts[-1])
-    if parts[0] == "final_logits_bias":
-        return "final_logits_bias"
+    parts[-1] = KERAS_SUFFIXES.get(parts[-1], parts[-1])
     return ".".join(part.removeprefix("model.") for part in parts)
+
+
+# The weight files read, in this order of preference.
+WEIGHT_READERS = {"model.safetensors": _read_safetensors, "tf_model.h5": _read_tf_h5}
 
 
 def _marian_weights(tensors, config, path):
