@@ -23,7 +23,7 @@ from keras_transformer.datasets import numbers_corpus
 AWKWARD_PIECES = ["yes", "null", "~", "'", '"', "a: b", "#x", "\\"]
 
 
-def sentencepiece_model(texts, vocab_size):
+def sentencepiece_model(texts, vocab_size, **options):
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(texts),
@@ -32,6 +32,7 @@ def sentencepiece_model(texts, vocab_size):
         user_defined_symbols=AWKWARD_PIECES,
         hard_vocab_limit=False,
         minloglevel=2,
+        **options,
     )
     return model.getvalue()
 
@@ -141,10 +142,11 @@ def marian_weights(options, vocab_size, tying, seed, eos_bias=4.0):
     return weights
 
 
-def marian_vocabulary(models, size=None):
-    """Marian's vocabulary of SentencePiece models: `</s>`, `<unk>`, then each model's
-    pieces once, filled up to `size` with pieces no text spells."""
-    pieces = ["</s>", "<unk>"]
+def marian_vocabulary(models, size=None, languages=()):
+    """Marian's vocabulary of SentencePiece models: `</s>`, `<unk>`, the target-language
+    tokens of `languages` (`>>por<<`), then each model's pieces once, filled up to `size`
+    with pieces no text spells."""
+    pieces = ["</s>", "<unk>", *(f">>{code}<<" for code in languages)]
     for model in models:
         processor = sentencepiece.SentencePieceProcessor(model_proto=model)
         for i in range(processor.get_piece_size()):
@@ -166,6 +168,8 @@ def write_opus_mt(
     eos_bias=4.0,
     trained_positions=None,
     separate_vocabularies=False,
+    spm_vocabulary=False,
+    languages=(),
 ):
     """Writes an OPUS-MT-shaped model directory and returns its path.
 
@@ -189,23 +193,39 @@ def write_opus_mt(
         separate_vocabularies: a Marian vocabulary per side, each of its SentencePiece
             model's pieces (`opus.src.vocab.yml`, `opus.trg.vocab.yml`), instead of one
             for both; needs `tying` None.
+        spm_vocabulary: one SentencePiece model of both sides, trained with Marian's ids
+            (`</s>` 0, `<unk>` 1, no BOS or padding), as the vocabulary Marian numbers by
+            its ids (`opus.spm` in `decoder.yml`) and as `source.spm` and `target.spm`.
+        languages: codes of target-language tokens the vocabulary holds (a
+            multi-target model's `>>por<<`).
     """
     os.makedirs(directory, exist_ok=True)
     pieces_each = 70 if corpus is None else 8000
     corpus = corpus or numbers_corpus("train", source_lang="de", target_lang="en", limit=600)
     models = [sentencepiece_model(texts, pieces_each) for texts in (corpus.sources, corpus.targets)]
     assert not (separate_vocabularies and tying), "separate vocabularies need three matrices"
-    if separate_vocabularies:
+    if spm_vocabulary:
+        texts = list(corpus.sources) + list(corpus.targets)
+        joint = sentencepiece_model(texts, 120, eos_id=0, unk_id=1, bos_id=-1, pad_id=-1)
+        models = [joint, joint]
+        processor = sentencepiece.SentencePieceProcessor(model_proto=joint)
+        vocabularies = [[processor.id_to_piece(i) for i in range(processor.get_piece_size())]]
+    elif separate_vocabularies:
         vocabularies = [marian_vocabulary([model], vocab_size) for model in models]
     else:
-        vocabularies = [marian_vocabulary(models, vocab_size)]
+        vocabularies = [marian_vocabulary(models, vocab_size, languages)]
     for name, model in zip(("source.spm", "target.spm"), models, strict=True):
         with open(os.path.join(directory, name), "wb") as f:
             f.write(model)
     names = ["opus.src.vocab.yml", "opus.trg.vocab.yml"] if separate_vocabularies else []
-    for name, pieces in zip(names or ["opus.vocab.yml"], vocabularies, strict=True):
-        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
-            f.write(vocabulary_lines(pieces))
+    if spm_vocabulary:
+        names = ["opus.spm", "opus.spm"]
+        with open(os.path.join(directory, "opus.spm"), "wb") as f:
+            f.write(joint)
+    else:
+        for name, pieces in zip(names or ["opus.vocab.yml"], vocabularies, strict=True):
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+                f.write(vocabulary_lines(pieces))
     options = marian_options(pre_norm, activation, tying, *sizes, max_length=trained_positions)
     sizes_of = tuple(len(pieces) for pieces in vocabularies)
     sizes_of = sizes_of if separate_vocabularies else sizes_of[0]

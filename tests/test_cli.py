@@ -287,7 +287,7 @@ def test_translate_takes_length_options_and_reports_cut_sources(
     changes = dict(beam_size=2, max_length_a=0.0, max_length_b=3, n_best=2)
     assert built_options == [config_options(run, **changes)]
     out, err = capsys.readouterr()
-    assert "2 of 5 lines have more than 255 source tokens" in err and "line 2, 5" in err
+    assert "2 of 5 lines are longer than the 256 source tokens" in err and "line 2, 5" in err
     rows = [line.split("\t") for line in out.splitlines()]
     assert [int(r[0]) for r in rows] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert all(len(r[2].split()) <= 3 for r in rows) and rows[4][2] == ""

@@ -10,7 +10,7 @@ from keras_transformer.cli.parser import parser
 from keras_transformer.config import DECODE_OPTIONS, decode_options, default_config, set_value
 from keras_transformer.errors import ArgumentError, ConfigError
 from keras_transformer.inference import DecodeOptions
-from keras_transformer.inference.options import FORMAT_VERSION
+from keras_transformer.inference.options import FORMAT_VERSION, OPTION_RULES
 
 
 @pytest.mark.parametrize(
@@ -18,6 +18,10 @@ from keras_transformer.inference.options import FORMAT_VERSION
     [
         (dict(beam_size=0), "`beam_size` must be a positive integer. Received: beam_size=0"),
         (dict(alpha=float("nan")), "`alpha` must be a finite number"),
+        (
+            dict(length_penalty="wu"),
+            "`length_penalty` must be one of gnmt, average. Received: length_penalty='wu'",
+        ),
         (dict(max_length=0), "`max_length` must be a positive integer"),
         (dict(max_source_length=0), "`max_source_length` must be a positive integer"),
         (dict(n_best=3, beam_size=2), "Received: n_best=3, beam_size=2"),
@@ -75,7 +79,7 @@ def test_a_dict_with_unknown_names_a_newer_format_or_bad_values_is_refused(value
 # Partners that let each option's own range decide (max_length_b below 1 needs a
 # max_length_a; n_best above 1 and the sampling options need sampling).
 PARTNERS = {"max_length_b": {"max_length_a": 1.0}, "n_best": {"sample": True}}
-TEXTS = ["0", "1", "3", "-1", "0.5", "1.5", "1e9", "nan", "inf", "true", "x"]
+TEXTS = ["0", "1", "3", "-1", "0.5", "1.5", "1e9", "nan", "inf", "true", "x", "average", "por"]
 
 
 def number(text):
@@ -98,8 +102,8 @@ def test_the_options_type_the_config_and_the_command_line_take_the_same_values(n
         for sub in parser()._subparsers._group_actions[0].choices.values()
         for action in sub._actions
     }
-    for text in TEXTS:
-        value = number(text)
+    for text in TEXTS:  # a text option (a language code) takes the text as Python gives it
+        value = text if OPTION_RULES[name].kind is str else number(text)
         accepted = {}
         try:
             DecodeOptions(**{name: value, **partners})
@@ -125,7 +129,7 @@ def test_the_options_type_the_config_and_the_command_line_take_the_same_values(n
 def test_each_option_is_declared_once_with_where_it_is_set():
     """An option's field says whether a run's `decode` section holds it and which group of
     flags gives it; the configuration and the command line are made from that."""
-    from keras_transformer.inference.options import OPTION_RULES, RUN, SAMPLING
+    from keras_transformer.inference.options import RUN, SAMPLING
 
     assert list(OPTION_RULES) == DecodeOptions.names()
     held = {k for k in default_config()["decode"] if k in DecodeOptions.names()}
@@ -134,7 +138,9 @@ def test_each_option_is_declared_once_with_where_it_is_set():
     commands = parser()._subparsers._group_actions[0].choices
     flags = {name: {a.dest for a in sub._actions} for name, sub in commands.items()}
     for name in DecodeOptions.names(flags=RUN):
-        assert [c for c in flags if name in flags[c]] == ["evaluate", "translate", "export"], name
+        scored = ["score"] if name == "target_language" else []  # the language of its targets
+        expected = ["evaluate", "translate", *scored, "export"]
+        assert [c for c in flags if name in flags[c]] == expected, name
     for name in DecodeOptions.names(flags=SAMPLING):
         assert [c for c in flags if name in flags[c]] == ["translate"], name
     assert DecodeOptions.names(flags=SAMPLING) == ["temperature", "top_k", "top_p", "seed"]

@@ -154,8 +154,8 @@ def test_litert_cli_exports_and_translates(main_job, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:3] == ["three hundred and twenty-one", "", ""]
     assert (
-        "warning: 1 of 4 lines have more than 63 source tokens and are translated cut to "
-        "that many: line 4"
+        "warning: 1 of 4 lines are longer than the 64 source tokens the model reads (EOS "
+        "included) and are translated cut to them: line 4"
     ) in done.stderr
     for arguments, message in [
         (

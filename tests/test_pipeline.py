@@ -99,6 +99,34 @@ def test_long_pairs_are_truncated_and_counted(tokenizer):
         assert source[-1] == 3 and target_out[-1] == 3 and target_in[0] == 2
 
 
+@pytest.mark.parametrize("overflow", ["drop", "truncate"])
+def test_a_source_prefix_starts_every_source_and_counts_in_its_length(tokenizer, overflow):
+    """A multilingual model's target-language token (here id 17) goes before each source's
+    pieces, as `Translator` puts it; a source then needs one token less to be too long."""
+    pairs = corpus()
+    batches = make_batches(
+        pairs,
+        tokenizer,
+        tokenizer,
+        max_length=40,
+        batch_size=8,
+        overflow=overflow,
+        source_prefix=(17,),
+    )
+    expected, long = [], 0
+    for s, t in zip(pairs.sources, pairs.targets, strict=True):
+        x = tokenizer.tokenize([s]).to_list()[0]
+        y = tokenizer.tokenize([t]).to_list()[0]
+        if len(x) + 2 > 40 or len(y) + 1 > 40:
+            long += 1
+            if overflow == "drop":
+                continue
+        expected.append((tuple([17] + x[:38] + [3]), tuple([2] + y[:39]), tuple(y[:39] + [3])))
+    assert collections.Counter(rows(batches)) == collections.Counter(expected)
+    counted = batches.num_dropped if overflow == "drop" else batches.num_truncated
+    assert counted == long > 0
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -210,6 +238,7 @@ def test_validation_batches_and_the_tokenizer_never_sample(number_words):
         "data": {"max_length": 64, "tokens_per_batch": 1024, "overflow": "drop"},
         "tokenizer": {"sampling_alpha": 0.1, "sampling_nbest_size": -1},
         "train": {"seed": 0, "micro_batches": 1},
+        "decode": {"target_language": None},
     }
     train, val = training_and_validation_batches(config, pairs, pairs, (tokenizer, tokenizer))
     best = rows(make_batches(pairs, tokenizer, tokenizer, 64, 1024, shuffle=False))

@@ -492,9 +492,15 @@ class HistoryStub:
         return logits - np.logaddexp.reduce(logits)
 
 
-def exhaustive(model, source_id, tokens, max_length, alpha, start=()):
+def penalty(length, alpha, kind="gnmt"):
+    """The length penalties as their papers write them: GNMT's (Wu et al., 2016),
+    ((5 + |Y|) / 6) ** alpha, and the average's (Marian, CTranslate2), |Y| ** alpha."""
+    return (length if kind == "average" else (5 + length) / 6) ** alpha
+
+
+def exhaustive(model, source_id, tokens, max_length, alpha, start=(), kind="gnmt"):
     """Every `(score, output)` of at most `max_length` tokens that begins with
-    `start`, best first."""
+    `start`, best first, under the length penalty `kind`."""
     scored = []
     frontier = [([], 0.0)]
     for length in range(1, max_length + 1):
@@ -504,23 +510,29 @@ def exhaustive(model, source_id, tokens, max_length, alpha, start=()):
             choices = [start[len(prefix)]] if len(prefix) < len(start) else tokens + [EOS]
             for t in choices:
                 if t == EOS:
-                    score = (log_p + log_probs[EOS]) / length_penalty(length, alpha).numpy()
+                    score = (log_p + log_probs[EOS]) / penalty(length, alpha, kind)
                     scored.append((score, prefix + [EOS]))
                 else:
                     grown.append((prefix + [t], log_p + log_probs[t]))
         frontier = grown
     for prefix, log_p in frontier:  # cut at max_length without EOS
-        scored.append((log_p / length_penalty(max_length, alpha).numpy(), prefix))
+        scored.append((log_p / penalty(max_length, alpha, kind), prefix))
     return sorted(scored, key=lambda b: -b[0])
 
 
-def exhaustive_best(model, source_id, tokens, max_length, alpha):
-    """The best (score, output) over every output of at most `max_length` tokens."""
-    return exhaustive(model, source_id, tokens, max_length, alpha)[0]
-
-
-@pytest.mark.parametrize("seed, alpha", [(0, 0.0), (1, 0.6), (2, 2.0), (3, -0.5)])
-def test_a_beam_wider_than_the_search_space_finds_the_exhaustive_best(seed, alpha):
+@pytest.mark.parametrize(
+    "seed, alpha, kind",
+    [
+        (0, 0.0, "gnmt"),
+        (1, 0.6, "gnmt"),
+        (2, 2.0, "gnmt"),
+        (3, -0.5, "gnmt"),
+        (4, 1.0, "average"),
+        (5, 2.0, "average"),
+        (6, -0.5, "average"),
+    ],
+)
+def test_a_beam_wider_than_the_search_space_finds_the_exhaustive_best(seed, alpha, kind):
     # Vocabulary: 0 pad, 1 and 4 words, 2 BOS, 3 EOS. 5 tokens at most: at
     # most 16 live prefixes with 3 extensions each, so 48 beams never have to
     # drop one, and the search must return the best of all 63 outputs,
@@ -528,10 +540,10 @@ def test_a_beam_wider_than_the_search_space_finds_the_exhaustive_best(seed, alph
     model = HistoryStub(vocab=5, seed=seed)
     source_ids = np.arange(4, 44, dtype="int32")[:, None]  # from 4: [3] is [EOS], an empty source
     tokens, scores = beam_search(
-        model, source_ids, BOS, EOS, max_length=5, beam_size=48, alpha=alpha
+        model, source_ids, BOS, EOS, max_length=5, beam_size=48, alpha=alpha, length_penalty=kind
     )
     for row, source_id in enumerate(source_ids[:, 0]):
-        score, output = exhaustive_best(model, int(source_id), [1, 4], 5, alpha)
+        score, output = exhaustive(model, int(source_id), [1, 4], 5, alpha, kind=kind)[0]
         assert list(tokens.numpy()[row, : len(output)]) == output, row
         assert not tokens.numpy()[row, len(output) :].any(), row
         np.testing.assert_allclose(scores.numpy()[row], score, rtol=1e-5)
@@ -556,11 +568,12 @@ def test_n_best_are_the_exhaustive_n_best_in_order(seed, alpha):
             assert_output(tokens.numpy()[row, rank], output)
 
 
-def beam_search_with_patience(model, source_id, vocab, k, alpha, max_length, patience):
+def beam_search_with_patience(model, source_id, vocab, k, alpha, max_length, patience, kind):
     """The reference, in NumPy: beam search that also stops once `patience * k`
-    hypotheses have ended, fairseq's candidate rule (of the 2k best
-    extensions, EOS among the first k ends a hypothesis, the k best others
-    live on). Returns `(score, output)`."""
+    hypotheses have ended before the last step, fairseq's candidate rule (of the
+    2k best extensions, EOS among the first k ends a hypothesis, the k best
+    others live on); at the last step the live ones are cut there and ranked
+    with the ended ones, as CTranslate2 does. Returns `(score, output)`."""
     alive, finished, ended = [([], 0.0)], [], 0
     for step in range(max_length):
         candidates = sorted(
@@ -575,29 +588,32 @@ def beam_search_with_patience(model, source_id, vocab, k, alpha, max_length, pat
         alive = []
         for rank, (log_p, prefix, token) in enumerate(candidates):
             if token == EOS and rank < k:
-                score = log_p / length_penalty(step + 1, alpha).numpy()
+                score = log_p / penalty(step + 1, alpha, kind)
                 finished.append((score, prefix + [EOS]))
                 ended += 1
             elif token != EOS and len(alive) < k:
                 alive.append((prefix + [token], log_p))
-        if ended >= patience * k:
+        if ended >= patience * k and step + 1 < max_length:
             return max(finished, key=lambda f: f[0])
-    cut = [(log_p / length_penalty(max_length, alpha).numpy(), p) for p, log_p in alive]
+    cut = [(log_p / penalty(max_length, alpha, kind), p) for p, log_p in alive]
     return max(finished + cut, key=lambda f: f[0])
 
 
-@pytest.mark.parametrize("beam_size, patience", [(2, 1), (3, 1.5), (4, 2)])
-def test_beam_search_with_patience_stops_where_the_reference_does(beam_size, patience):
+@pytest.mark.parametrize(
+    "beam_size, patience, kind",
+    [(2, 1, "gnmt"), (3, 1.5, "gnmt"), (4, 2, "gnmt"), (4, 1, "average")],
+)
+def test_beam_search_with_patience_stops_where_the_reference_does(beam_size, patience, kind):
     # alpha 2 favours long outputs: the first to end are often not the best.
     model = HistoryStub(vocab=8, seed=1)
     source_ids = np.arange(4, 36, dtype="int32")[:, None]
-    options = dict(max_length=10, beam_size=beam_size, alpha=2.0)
+    options = dict(max_length=10, beam_size=beam_size, alpha=2.0, length_penalty=kind)
     tokens, scores = beam_search(model, source_ids, BOS, EOS, patience=patience, **options)
     exact_tokens, exact_scores = beam_search(model, source_ids, BOS, EOS, **options)
     stopped_early = 0
     for row, source_id in enumerate(source_ids[:, 0]):
         score, output = beam_search_with_patience(
-            model, int(source_id), 8, beam_size, 2.0, 10, patience
+            model, int(source_id), 8, beam_size, 2.0, 10, patience, kind
         )
         assert_output(tokens.numpy()[row], output)
         np.testing.assert_allclose(scores.numpy()[row], score, rtol=1e-5)

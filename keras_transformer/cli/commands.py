@@ -49,6 +49,10 @@ def run_import(args):
 
     run = import_marian(args.model_dir, args.run_dir)
     print(f"imported: {run.path}")
+    with open(run.imported_path, encoding="utf-8") as f:
+        languages = json.load(f)["target_languages"]
+    if languages:
+        print(f"target languages (--target-language): {', '.join(languages)}")
 
 
 def run_config(args):
@@ -198,9 +202,9 @@ def report_truncated(translator, sentences, batch_size=256):
     if cut:
         lines = ", ".join(str(line) for line in cut[:20]) + (", ..." if len(cut) > 20 else "")
         print(
-            f"warning: {len(cut)} of {len(sentences)} lines have more than "
-            f"{translator.max_source_length - 1} source tokens and are translated cut to "
-            f"that many: line {lines}",
+            f"warning: {len(cut)} of {len(sentences)} lines are longer than the "
+            f"{translator.max_source_length} source tokens the model reads (EOS included) "
+            f"and are translated cut to them: line {lines}",
             file=sys.stderr,
         )
 
@@ -216,7 +220,10 @@ def run_score(args):
             "score needs one translation a source line."
         )
     print("log_prob\ttokens\tlog_prob_per_token")
-    for result in run.score_pairs(args.run_dir, sources, targets, args.checkpoint):
+    scored = run.score_pairs(
+        args.run_dir, sources, targets, args.checkpoint, target_language=args.target_language
+    )
+    for result in scored:
         print(f"{result['log_prob']:.4f}\t{result['tokens']}\t{result['log_prob_per_token']:.4f}")
 
 

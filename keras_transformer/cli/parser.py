@@ -139,6 +139,7 @@ def add_score(commands):
     score.add_argument("--source", required=True, help="source sentences, one a line")
     score.add_argument("--target", required=True, help="their translations, one a line")
     score.add_argument("--checkpoint", default="best", choices=["best", "averaged"])
+    decode_option(score, "target_language", "(default: decode.target_language)")
     score.set_defaults(command=run_score)
 
 

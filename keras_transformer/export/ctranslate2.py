@@ -22,8 +22,9 @@ engine many NMT systems deploy on CPU, with int8 and bfloat16 weights. Its
 Keras kernels are `(in, out)`, CTranslate2 weights `(out, in)`. The source
 gets EOS appended (`add_source_eos`) as the package's pipeline does, and the
 decoder starts from BOS. CTranslate2's beam search divides by
-`length ** length_penalty` where the package uses the GNMT penalty, so only
-greedy search gives the same outputs in both.
+`length ** length_penalty`, the package's `length_penalty="average"`; with
+its default GNMT penalty, `ctranslate2_runtime` ranks CTranslate2's
+hypotheses as the package does.
 
 Requires the optional `ctranslate2` package (`pip install
 "keras-transformer-nmt[ctranslate2]"`).

@@ -30,6 +30,7 @@ from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.inference.probabilities import length_penalty
 from keras_transformer.inference.rules import output_limits
 from keras_transformer.text import SourcePolicy, load_tokenizer
+from keras_transformer.text.languages import language_prefix
 from keras_transformer.validation import check_at_least, check_choice
 
 RANKINGS = ("package", "ctranslate2")
@@ -66,14 +67,15 @@ class CTranslate2Translator:
 
     Beam search ranks its hypotheses as the package does by default: every
     hypothesis that ended (`beam_size * patience` of them) comes back with its
-    log-probability, and the one with the best GNMT score,
-    log P / ((5 + |Y|) / 6) ** alpha, is the translation. CTranslate2 takes
+    log-probability, and the one with the best score under the exported
+    `length_penalty` is the translation: GNMT's, log P / ((5 + |Y|) / 6) ** alpha,
+    or "average", log P / |Y| ** alpha, which is CTranslate2's own. CTranslate2 takes
     the tokens that `no_repeat_ngram_size` and `min_length` forbid away
     before its softmax, so the probabilities it searches with are raised by
     theirs; with either option the hypotheses are scored again without it
     (`score_batch`), as the package scores them. `ranking="ctranslate2"`
-    keeps CTranslate2's own ranking, log P / |Y| ** alpha, which favours
-    other lengths.
+    keeps CTranslate2's own ranking, log P / |Y| ** alpha, which with GNMT's
+    penalty favours other lengths.
 
     Args:
         directory: a directory written by `export_ctranslate2`.
@@ -89,9 +91,11 @@ class CTranslate2Translator:
             without one stops when its output is certain, which CTranslate2
             cannot: then 4 with the package's ranking, 1 (CTranslate2's
             default, the soonest) with its own.
-        ranking: `"package"` (GNMT's length penalty: the package's
+        ranking: `"package"` (the exported length penalty: the package's
             translations) or `"ctranslate2"` (CTranslate2's length penalty;
             with the default patience, CTranslate2's own beam search).
+        length_penalty: `"gnmt"` or `"average"` (`DecodeOptions.length_penalty`);
+            defaults to the exported translator's.
 
     Examples:
         ```python
@@ -109,6 +113,7 @@ class CTranslate2Translator:
         intra_threads: int = 0,
         patience: float | None = None,
         ranking: str = "package",
+        length_penalty: str | None = None,
     ):
         ct2 = import_ctranslate2()
         check_choice("ranking", ranking, set(RANKINGS))
@@ -125,6 +130,9 @@ class CTranslate2Translator:
         self.ended_hypotheses = round(self.beam_size * patience)
         self.n_best = min(options.n_best, self.beam_size)
         self.alpha = options.alpha if alpha is None else alpha
+        if length_penalty is not None:
+            options = options.replace(length_penalty=length_penalty)
+        self.length_penalty = options.length_penalty
         self.max_length = options.max_length
         self.max_source_length = options.max_source_length
         self.use_vmap = written.get("shortlist", False)
@@ -133,7 +141,11 @@ class CTranslate2Translator:
             open_export_file(directory, name, load_tokenizer, "a tokenizer", "ctranslate2")
             for name in (SOURCE_TOKENIZER, TARGET_TOKENIZER)
         )
-        self.source_policy = SourcePolicy(self.max_source_length, self.source_tokenizer.eos_id)
+        self.source_policy = SourcePolicy(
+            self.max_source_length,
+            self.source_tokenizer.eos_id,
+            language_prefix(self.source_tokenizer, options.target_language),
+        )
         self._source_pieces = self.source_tokenizer.pieces
         target_pieces = self.target_tokenizer.pieces
         self._target_ids = {p: i for i, p in enumerate(target_pieces)}
@@ -168,21 +180,23 @@ class CTranslate2Translator:
                 with (`[]` for none).
             max_batch_size: sentences per CTranslate2 batch.
 
-        The score is the package's, log P / GNMT length penalty, with EOS
+        The score is the package's, log P / its length penalty, with EOS
         counted in |Y| when the output has one (not when it stops at its limit).
         """
         prefix_pieces = prefix_pieces or [[] for _ in source_pieces]
         ranked = [None] * len(source_pieces)
         by_limit, empty = {}, []
+        language = len(self.source_policy.prefix)  # a source's own pieces come after it
         for index, (pieces, prefix) in enumerate(zip(source_pieces, prefix_pieces, strict=True)):
-            if pieces or prefix:
+            if len(pieces) > language or prefix:
                 limit = self.limit(len(pieces), len(prefix))
                 by_limit.setdefault(limit, []).append(index)
             else:
                 empty.append(index)
         if empty:  # the output is EOS at once, as in the package's search: score it
-            (result,) = self.translator.score_batch([[]], [[]])  # the same for every one
-            score = sum(result.log_probs) / float(length_penalty(1.0, self.alpha))
+            # The same source (the prefix alone) for every one.
+            (result,) = self.translator.score_batch([source_pieces[empty[0]]], [[]])
+            score = sum(result.log_probs) / float(self.penalty(1.0))
             for index in empty:
                 ranked[index] = [([], score)] + [([], -math.inf)] * (self.n_best - 1)
         own_ranking = self.beam_size == 1 or self.ranking == "ctranslate2"
@@ -214,6 +228,10 @@ class CTranslate2Translator:
                 ranked[i] = [(result.hypotheses[j], float(score[j])) for j in order][: self.n_best]
         return ranked
 
+    def penalty(self, length):
+        """What the package divides the log P of an output of `length` tokens by."""
+        return length_penalty(length, self.alpha, self.length_penalty)
+
     def limit(self, source_length, prefix_length=0):
         """Most target tokens for a source of `source_length` pieces (EOS not counted),
         at least a prefix of `prefix_length` pieces and EOS, at most `max_length`."""
@@ -223,7 +241,7 @@ class CTranslate2Translator:
         return int(limits[0])
 
     def scores(self, results, limit, sources, prefixes, max_batch_size=64):
-        """The GNMT score, log P / ((5 + |Y|) / 6) ** alpha, of each hypothesis of
+        """The package's score, log P / length penalty (`self.penalty`), of each hypothesis of
         CTranslate2's `results` of `sources` from `prefixes` (lists of pieces): a
         float64 `(N,)` array per result, -inf for a hypothesis that cannot be
         among the `n_best`.
@@ -247,7 +265,7 @@ class CTranslate2Translator:
         for result in results:
             eos = np.array([len(h) < limit for h in result.hypotheses])  # (N,)
             length = np.array([len(h) for h in result.hypotheses], np.float64) + eos  # (N,)
-            penalty = length_penalty(length, self.alpha).numpy()
+            penalty = self.penalty(length).numpy()
             penalties.append(penalty)
             has_eos.append(eos)
             scores.append(np.array(result.scores) * length**ct2_alpha / penalty)  # (N,)

@@ -143,6 +143,7 @@ def export_litert(
         "quantization": quantization,
         "eos_id": plain.target_tokenizer.eos_id,
         "source_eos_id": plain.source_tokenizer.eos_id,
+        "source_prefix_ids": list(plain.source_policy.prefix),
     }
     write_options(directory, OPTIONS_FILE, options)
     return directory

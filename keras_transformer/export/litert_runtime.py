@@ -80,7 +80,11 @@ class LiteRTTranslator:
         self.decode_options = DecodeOptions.from_dict(self.options, others=EXPORT_KEYS)
         self.max_source_length = self.decode_options.max_source_length
         self.max_length = self.decode_options.max_length
-        self.source_policy = SourcePolicy(self.max_source_length, self.options["source_eos_id"])
+        self.source_policy = SourcePolicy(
+            self.max_source_length,
+            self.options["source_eos_id"],
+            tuple(self.options.get("source_prefix_ids", ())),
+        )
         self.source, self.target = (
             open_export_file(
                 directory,

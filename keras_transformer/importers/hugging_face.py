@@ -26,12 +26,14 @@ import os
 import numpy as np
 
 from keras_transformer.errors import ArgumentError, DamagedFileError, MissingDependencyError
-from keras_transformer.importers.marian import MarianModel, existing_file
+from keras_transformer.importers.marian import MarianModel, decoding_of, existing_file
 from keras_transformer.layers.positional_encoding import positional_encoding
 
 ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}  # -> Keras'
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's, which Hugging Face's Marian uses
 PAD_PIECE = "<pad>"
+# transformers' defaults of the generation settings a config may leave out.
+GENERATION_DEFAULTS = {"beam_size": 1, "alpha": 1.0}
 # Where a Keras 2 weight path of Hugging Face's TF Marian starts its PyTorch name,
 # and Keras' names of the weights PyTorch calls `weight` and `bias`.
 TF_ROOTS = ("encoder", "decoder", "shared", "model.shared", "final_logits_bias")
@@ -108,7 +110,18 @@ def read_hugging_face(model_dir):
         layout="hugging-face",
         activation=ACTIVATIONS[config["activation_function"]],
         layer_norm_epsilon=LAYER_NORM_EPSILON,
+        decoding=_decoding(model_dir, config, config_path),
     )
+
+
+def _decoding(model_dir, config, config_path):
+    """The beam and length penalty of `generation_config.json`, where there is one, else
+    of `config.json` (`importers.marian.decoding_of`)."""
+    generation_path = os.path.join(model_dir, "generation_config.json")
+    if os.path.isfile(generation_path):
+        config, config_path = _read_json(generation_path, dict), generation_path
+    names = {"beam_size": "num_beams", "alpha": "length_penalty"}
+    return decoding_of(config, names, config_path, GENERATION_DEFAULTS)
 
 
 def _weights_file(model_dir):

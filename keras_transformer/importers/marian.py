@@ -4,7 +4,8 @@ An OPUS-MT directory holds
 
     decoder.yml            the model file and the two vocabularies to use
     *.npz                  the weights, with Marian's options as `special:model.yml`
-    *.vocab.yml            the vocabulary (one file for both sides in OPUS-MT)
+    *.vocab.yml            the vocabulary (one file for both sides in OPUS-MT), or
+    *.spm                  a SentencePiece model as the vocabulary, numbered by its ids
     source.spm, target.spm the SentencePiece models of each side
 
 `read_marian` reads them and refuses what the importer cannot reproduce
@@ -20,9 +21,13 @@ import numpy as np
 import yaml
 
 from keras_transformer.errors import ArgumentError, DamagedFileError
+from keras_transformer.inference.options import OPTION_RULES
 from keras_transformer.layers.positions import Learned, Sinusoidal
 from keras_transformer.models import Transformer
-from keras_transformer.text.marian_tokenizer import read_vocabulary
+from keras_transformer.text.marian_tokenizer import (
+    read_sentencepiece_vocabulary,
+    read_vocabulary,
+)
 
 MARIAN_ACTIVATIONS = {"relu": "relu", "swish": "silu", "gelu": "gelu_sigmoid"}  # -> the package's
 LAYER_NORM_EPSILON = 1e-6  # Marian's transformer layer norms
@@ -41,6 +46,8 @@ class MarianModel(NamedTuple):
     layout: str = "marian"  # "marian", or "hugging-face" (`hugging_face.py`)
     activation: str = "silu"  # the feed-forward's, by its Keras name
     layer_norm_epsilon: float = LAYER_NORM_EPSILON
+    # How its publisher's decoder searches, as `DecodeOptions` fields (`decoding_of`).
+    decoding: dict = {}
 
 
 def read_marian(model_dir):
@@ -75,12 +82,7 @@ def read_marian(model_dir):
     model_path = existing_file(model_dir, model_name)
     vocab_paths = [existing_file(model_dir, name) for name in vocab_names]
     spm_paths = [existing_file(model_dir, name) for name in ("source.spm", "target.spm")]
-    for path in vocab_paths:
-        if not path.endswith((".yml", ".yaml")):
-            raise ArgumentError(
-                f"{path}: only Marian's `.yml` vocabularies are supported (a SentencePiece "
-                "model as Marian's vocabulary is not)."
-            )
+    vocabularies = tuple(_read_vocabulary(path) for path in vocab_paths)
     weights = _read_weights(model_path)
     options = _read_options(weights.pop(OPTIONS_KEY, None), model_path)
     check_options(options, model_path)
@@ -91,11 +93,60 @@ def read_marian(model_dir):
     return MarianModel(
         options=options,
         weights=weights,
-        vocabularies=tuple(read_vocabulary(path) for path in vocab_paths),
+        vocabularies=vocabularies,
         sentencepiece=tuple(spm),
         files={"model": model_path, "vocabularies": vocab_paths, "sentencepiece": spm_paths},
         activation=MARIAN_ACTIVATIONS[options.get("transformer-ffn-activation", "swish")],
+        decoding=decoding_of(decoder, DECODER_NAMES, decoder_path),
     )
+
+
+# Marian's vocabulary files, by how their names end: a `.yml` of `piece: id` lines, or a
+# SentencePiece model numbered by its own ids.
+VOCABULARY_READERS = {
+    ".yml": read_vocabulary,
+    ".yaml": read_vocabulary,
+    ".spm": read_sentencepiece_vocabulary,
+}
+
+
+def _read_vocabulary(path):
+    """The pieces of the Marian vocabulary at `path`, in the order of Marian's ids."""
+    for ending, read in VOCABULARY_READERS.items():
+        if path.endswith(ending):
+            return read(path)
+    raise ArgumentError(
+        f"{path}: a Marian vocabulary is a `.yml` file or a SentencePiece model (`.spm`); "
+        "other kinds (a `.json` or factored `.fsv` vocabulary) are not supported."
+    )
+
+
+# `decoder.yml`'s names of decoding options, and Marian's defaults of those it leaves out.
+DECODER_NAMES = {"beam_size": "beam-size", "alpha": "normalize"}
+MARIAN_DECODING = {"beam_size": 12, "alpha": 0.0}
+
+
+def decoding_of(settings, names, path, defaults=MARIAN_DECODING):
+    """The decoding a publisher gives its model, as `DecodeOptions` fields: the beam
+    and the strength of a length normalization that divides log P by |Y| ** alpha
+    (`length_penalty: average`), as Marian's `--normalize` and Hugging Face's
+    `length_penalty` do, and Marian's stopping rule, which ends a sentence once
+    `beam_size` of its hypotheses have ended (`patience` 1).
+
+    Args:
+        settings: the publisher's settings (`decoder.yml`, Hugging Face's config).
+        names: `DecodeOptions` field -> its name in `settings`.
+        path: the file `settings` come from, for errors.
+        defaults: the values of the settings left out.
+    """
+    decoding = {"length_penalty": "average", "patience": 1.0}
+    for field, name in names.items():
+        value = settings.get(name, defaults[field])
+        problem = OPTION_RULES[field].problem(value)
+        if problem is not None:
+            raise DamagedFileError(f"{path}: `{name}` must be {problem}. Received: {value!r}", path)
+        decoding[field] = OPTION_RULES[field].kind(value)
+    return decoding
 
 
 def existing_file(directory, name, holder="an OPUS-MT model directory"):

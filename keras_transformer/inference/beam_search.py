@@ -21,7 +21,7 @@ from keras_transformer.inference.constraints import (
     reorder,
     start,
 )
-from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
+from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, LENGTH_PENALTY, MAX_LENGTH
 from keras_transformer.inference.loop import (
     cache_lengths,
     decode_loop,
@@ -110,11 +110,12 @@ def beam_search(
     constraint_ids=None,
     continues_word=None,
     patience=None,
+    length_penalty=LENGTH_PENALTY,
 ):
     """Keeps the `beam_size` best hypotheses per sentence at every step.
 
     A finished hypothesis Y scores log P(Y | X) / length_penalty(|Y|, alpha)
-    (GNMT), |Y| counting EOS. Each step extends the k live hypotheses of a
+    (GNMT's, or the average's), |Y| counting EOS. Each step extends the k live hypotheses of a
     sentence and takes the 2k most probable extensions: those among the
     first k that end in EOS join a pool of the k best finished hypotheses,
     and the k best that do not end stay alive.
@@ -163,6 +164,8 @@ def beam_search(
         patience: None (the default) to stop a sentence only when its
             output is certain; a number >= 1 to stop it also once
             `patience * beam_size` of its hypotheses have ended.
+        length_penalty: "gnmt", ((5 + |Y|) / 6) ** alpha, or "average",
+            |Y| ** alpha (Marian's and CTranslate2's ranking).
 
     Returns:
         `(token_ids (B, max_length) int32, scores (B,) float32)`: the best
@@ -183,6 +186,7 @@ def beam_search(
         max_length=max_length,
         n_best=n_best or 1,
         patience=patience,
+        length_penalty=length_penalty,
         **lengths_of(length_options),
     )
     search = BeamSearch(options, TargetSide(bos_id, eos_id, continues_word), attention_layer)
@@ -265,7 +269,7 @@ class BeamSearch:
     def step(self, model, s, state, rules):
         """One step of beam search: the `BeamState` after position `s.step`."""
         bos_id, eos_id = self.target.bos_id, self.target.eos_id
-        alpha, n_best, patience = self.options.alpha, self.options.n_best, self.options.patience
+        n_best, patience = self.options.n_best, self.options.patience
         layer = self.attention_layer
         batch, k = tf.shape(s.alive_logp)[0], s.alive_logp.shape[1]
         previous = tf.gather(s.alive["tokens"], tf.maximum(s.step - 1, 0), axis=2)  # (B, k)
@@ -293,7 +297,7 @@ class BeamSearch:
         is_eos = top_token == eos_id
 
         # 1. EOS among the first k extensions: joins the pool of the k best finished.
-        new_score = top_logp / length_penalty(s.step + 1, alpha)
+        new_score = top_logp / self.penalty(s.step + 1)
         ends = is_eos & may_end & ~s.done[:, None] & (top_logp > MINUS_INF)  # (B, 2k)
         new_score = tf.where(ends, new_score, MINUS_INF)
         ended = s.ended + tf.reduce_sum(tf.cast(ends, tf.int32), axis=1)  # (B,)
@@ -329,12 +333,14 @@ class BeamSearch:
         #    (or, with patience, enough hypotheses have ended).
         limit = tf.reshape(rules.limits, [batch, k])[:, 0]  # (B,) most tokens of an output
         best_possible = alive_logp[:, 0] / tf.maximum(
-            length_penalty(tf.minimum(s.step + 2, limit), alpha),
-            length_penalty(limit, alpha),
-        )  # (B,); log P <= 0, so the larger penalty is the more favourable one
+            self.penalty(tf.minimum(s.step + 2, limit)), self.penalty(limit)
+        )  # (B,); the penalty is monotone in length and log P <= 0, so the larger
+        #    of the two ends is the most favourable penalty still ahead
         done = s.done | (best_possible <= finished_score[:, (n_best or 1) - 1])
-        if patience is not None:
-            done |= tf.cast(ended, tf.float32) >= patience * k
+        if patience is not None:  # before the last step: there every live hypothesis ends,
+            #                         cut at max_length, and is ranked with the ended ones
+            enough = tf.cast(ended, tf.float32) >= patience * k
+            done |= enough & (s.step + 1 < self.options.max_length)
         return BeamState(
             s.step + 1, alive, alive_logp, finished, finished_score, ended, done, cache, phrases
         )
@@ -342,14 +348,17 @@ class BeamSearch:
     def best_outputs(self, s):
         """The `n_best` best of each sentence's finished hypotheses (and, for sentences
         cut at `max_length`, its live ones as they are): a `DecodingResult`."""
-        alpha = self.options.alpha
-        alive_score = s.alive_logp / length_penalty(self.options.max_length, alpha)
+        alive_score = s.alive_logp / self.penalty(self.options.max_length)
         alive_score = tf.where(s.done[:, None], MINUS_INF, alive_score)
         pool_score = tf.concat([s.finished_score, alive_score], axis=1)  # (B, 2k)
         scores, best = tf.math.top_k(pool_score, self.options.n_best)  # (B, N), best first
         outputs = take(join(s.finished, s.alive), best)  # (B, N, ...)
         attention = None if self.attention_layer is None else outputs["attention"]
-        return from_scores(outputs["tokens"], scores, self.target.eos_id, alpha, attention)
+        return from_scores(outputs["tokens"], scores, self.target.eos_id, self.options, attention)
+
+    def penalty(self, length):
+        """What the log P of an output of `length` tokens is divided by to rank it."""
+        return length_penalty(length, self.options.alpha, self.options.length_penalty)
 
 
 def with_each_beams_best(log_probs, alive_logp, logp, beam, token, may_end, phrase_ids):

@@ -43,6 +43,8 @@ class BucketedSearch(tf.Module):
         grow_cache: False decodes in one cache of `max_length`
             (`models.FixedCache`), else the cache starts short and grows.
         shortlist: optional `Shortlist` for the target tokenizer.
+        source_prefix_length: tokens every source starts with (its
+            `text.SourcePolicy`'s prefix), which an empty source has too.
 
     Examples:
         ```python
@@ -61,8 +63,10 @@ class BucketedSearch(tf.Module):
         jit_compile: bool = True,
         grow_cache: bool = True,
         shortlist: Shortlist | None = None,
+        source_prefix_length: int = 0,
     ):
         super().__init__(name="bucketed_search")
+        self.source_prefix_length = source_prefix_length
         self.model = model
         self.options = options
         self.jit_compile = jit_compile
@@ -151,9 +155,11 @@ class BucketedSearch(tf.Module):
     def _search(self, source_ids, prefix_ids=None, constraint_ids=None):
         source, target = self.source_tokenizer, self.target_tokenizer
         if constraint_ids is None:
-            target = TargetSide(target.bos_id, target.eos_id, source_eos_id=source.eos_id)
+            target = TargetSide(
+                target.bos_id, target.eos_id, None, source.eos_id, self.source_prefix_length
+            )
         else:  # phrases are written as whole words: the search needs the word starts
-            target = TargetSide.of(target, source)
+            target = TargetSide.of(target, source, self.source_prefix_length)
         return make_search(self.options, target)(
             self.decoded, source_ids, prefix_ids, constraint_ids
         )

@@ -108,7 +108,7 @@ class GreedySearch:
             token_ids[:, None],
             log_probs[:, None],
             self.target.eos_id,
-            self.options.alpha,
+            self.options,
             None if self.attention_layer is None else attention[:, None],
         )
 

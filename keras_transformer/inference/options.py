@@ -8,10 +8,17 @@ exports write beside their models all take their fields and defaults from here.
 import dataclasses
 import math
 import numbers
+import re
 from typing import NamedTuple
 
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.defaults import ALPHA, BEAM_SIZE, MAX_LENGTH
+from keras_transformer.inference.defaults import (
+    ALPHA,
+    BEAM_SIZE,
+    LENGTH_PENALTIES,
+    LENGTH_PENALTY,
+    MAX_LENGTH,
+)
 
 # The version of the dict `DecodeOptions.to_dict` writes; a dict without one was
 # written before the type existed, and its missing fields take their defaults.
@@ -23,7 +30,7 @@ class OptionRule(NamedTuple):
     `DecodeOptions`, the run configuration's `decode` section and the command line.
 
     Attributes:
-        kind: `int`, `float` (an integer is a float too) or `bool`.
+        kind: `int`, `float` (an integer is a float too), `bool` or `str`.
         description: what a value must be, to follow "must be" in a message.
         test: True for a value of `kind` in range.
         optional: whether None is a value.
@@ -40,7 +47,9 @@ class OptionRule(NamedTuple):
         """What `value` must be instead (a phrase), or None if it is a value of the rule."""
         if value is None and self.optional:
             return None
-        kinds = {bool: (bool,), int: (numbers.Integral,), float: (numbers.Real,)}[self.kind]
+        kinds = {bool: (bool,), int: (numbers.Integral,), float: (numbers.Real,), str: (str,)}[
+            self.kind
+        ]
         is_bool = isinstance(value, bool)
         if is_bool is not (self.kind is bool) or not isinstance(value, kinds):
             return self.description + (" or None" if self.optional else "")
@@ -70,6 +79,9 @@ class OptionRule(NamedTuple):
 # flags of `evaluate`, `translate` and `export` over a run, or `translate`'s sampling flags.
 RUN = "run"
 SAMPLING = "sampling"
+# A target language: its ISO 639 code, with a script or region if the model's token has one
+# (por, zho_Hant, pt_BR), or its token (>>por<<, `text.languages`).
+LANGUAGE_CODE = re.compile(r"(>>)?[a-z]{2,3}(_[A-Za-z]+)*(<<)?")
 # The rules several options share.
 POSITIVE_INT = OptionRule(int, "a positive integer", lambda v: v > 0)
 COUNT = OptionRule(int, "an integer >= 0", lambda v: v >= 0)
@@ -94,7 +106,10 @@ class DecodeOptions:
 
     Args:
         beam_size: 1 for greedy search, more for beam search.
-        alpha: length penalty of beam search (and of the scores reported).
+        alpha: strength of the length penalty that ranks beam search's outputs
+            (and divides the scores reported).
+        length_penalty: "gnmt", log P / ((5 + |Y|) / 6) ** alpha, or "average",
+            log P / |Y| ** alpha, as Marian and CTranslate2 rank (|Y| counts EOS).
         max_length: most target tokens to generate, EOS included.
         max_source_length: longest source in tokens, EOS included; longer
             sources are cut to it (`keras_transformer.text.SourcePolicy`).
@@ -113,6 +128,9 @@ class DecodeOptions:
         top_p: with `sample`, draw from the smallest set of tokens whose
             probability reaches P (nucleus sampling; 1: all).
         seed: with `sample`, the seed of the draws.
+        target_language: the language a multi-target model writes, as its code
+            (`"por"`) or token (`">>por<<"`); the token is the source's first
+            piece (`text.languages`). None for a model without such tokens.
 
     Examples:
         >>> options = DecodeOptions(beam_size=6, alpha=1.0)
@@ -125,7 +143,19 @@ class DecodeOptions:
     beam_size: int = option(BEAM_SIZE, POSITIVE_INT._replace(help="1 for greedy"), config=True)
     alpha: float = option(
         ALPHA,
-        OptionRule(float, "a finite number", math.isfinite, help="length penalty"),
+        OptionRule(float, "a finite number", math.isfinite, help="strength of the length penalty"),
+        config=True,
+        flags=RUN,
+    )
+    length_penalty: str = option(
+        LENGTH_PENALTY,
+        OptionRule(
+            str,
+            f"one of {', '.join(LENGTH_PENALTIES)}",
+            lambda v: v in LENGTH_PENALTIES,
+            help="how --alpha divides by an output's length: gnmt, by ((5 + |Y|) / 6) ** alpha; "
+            "average, by |Y| ** alpha (Marian's and CTranslate2's)",
+        ),
         config=True,
         flags=RUN,
     )
@@ -187,6 +217,18 @@ class DecodeOptions:
         flags=SAMPLING,
     )
     seed: int = option(0, COUNT._replace(help="with --sample"), flags=SAMPLING)
+    target_language: str | None = option(
+        None,
+        OptionRule(
+            str,
+            "an ISO 639 code such as por or zho_Hant, or its token >>por<<",
+            lambda v: LANGUAGE_CODE.fullmatch(v) is not None,
+            optional=True,
+            help="the language a multilingual model writes (its >>code<< token)",
+        ),
+        config=True,
+        flags=RUN,
+    )
 
     def __post_init__(self):
         for name, rule in OPTION_RULES.items():

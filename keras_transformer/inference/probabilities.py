@@ -4,18 +4,34 @@ and the length penalty that ranks finished outputs."""
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
+from keras_transformer.errors import ArgumentError
+from keras_transformer.inference.defaults import LENGTH_PENALTIES, LENGTH_PENALTY
 
 MINUS_INF = float("-inf")
 
 
-def length_penalty(length, alpha):
-    """GNMT length penalty (Wu et al., 2016): ((5 + |Y|) / 6) ** alpha.
+def length_penalty(length, alpha, kind=LENGTH_PENALTY):
+    """What a log-probability of `length` tokens is divided by to rank it.
+
+    Args:
+        length: |Y|, the output's tokens, EOS included (a number or a tensor).
+        alpha: the penalty's strength; 0 ranks by log-probability.
+        kind: "gnmt", ((5 + |Y|) / 6) ** alpha (Wu et al., 2016), or
+            "average", |Y| ** alpha, the normalization of Marian and
+            CTranslate2 (`inference.defaults.LENGTH_PENALTIES`).
 
     Examples:
         >>> float(length_penalty(7, 0.6))  # (12 / 6) ** 0.6
         1.5157...
+        >>> float(length_penalty(7, 1.0, "average"))
+        7.0
     """
-    return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
+    if kind not in LENGTH_PENALTIES:
+        raise ArgumentError(
+            f"`length_penalty` must be one of {', '.join(LENGTH_PENALTIES)}. Received: {kind!r}"
+        )
+    length = tf.cast(length, tf.float32)
+    return (length if kind == "average" else (5.0 + length) / 6.0) ** alpha
 
 
 def log_softmax_without_pad_and_bos(logits, bos_id):

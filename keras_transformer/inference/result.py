@@ -20,6 +20,9 @@ class TargetSide(NamedTuple):
         source_eos_id: the id that ends each source, by which a search
             knows an empty source (the source `[EOS]`, translated as the
             empty output); None for `eos_id` (one vocabulary for both sides).
+        source_prefix_length: tokens every source starts with (a
+            target-language token, `text.languages`): a source of these and
+            EOS is empty too.
 
     Each id is the one of the vocabulary the model was trained with, so a
     vocabulary that numbers its special pieces differently from
@@ -35,13 +38,20 @@ class TargetSide(NamedTuple):
     eos_id: int
     continues_word: object = None
     source_eos_id: object = None
+    source_prefix_length: int = 0
 
     @classmethod
-    def of(cls, tokenizer, source_tokenizer=None):
+    def of(cls, tokenizer, source_tokenizer=None, source_prefix_length=0):
         """The `TargetSide` of a target `keras_transformer.text.Tokenizer` (and of the
         source tokenizer, for the source's EOS; None: the same vocabulary)."""
         source_eos_id = None if source_tokenizer is None else source_tokenizer.eos_id
-        return cls(tokenizer.bos_id, tokenizer.eos_id, tokenizer.continues_word, source_eos_id)
+        return cls(
+            tokenizer.bos_id,
+            tokenizer.eos_id,
+            tokenizer.continues_word,
+            source_eos_id,
+            source_prefix_length,
+        )
 
     @property
     def source_end(self):
@@ -59,8 +69,9 @@ class DecodingResult(NamedTuple):
             its EOS (L if it has none).
         log_probs: float32 `(B, N)`, log P(output | source) under the model
             (-inf for a place no hypothesis filled).
-        scores: float32 `(B, N)`, `log_probs / length_penalty(lengths, alpha)`
-            (GNMT): what beam search ranks by.
+        scores: float32 `(B, N)`, `log_probs / length_penalty(lengths, alpha,
+            kind)`, with the options' `alpha` and `length_penalty`: what beam
+            search ranks by.
         attention: float32 `(B, N, L, S)`, each output token's
             cross-attention to the source in the layer asked for, or None.
     """
@@ -79,15 +90,17 @@ def output_lengths(token_ids, eos_id):
     return tf.where(tf.reduce_any(is_eos, axis=-1), first + 1, tf.shape(token_ids)[-1])
 
 
-def from_log_probs(token_ids, log_probs, eos_id, alpha, attention=None):
-    """The `DecodingResult` of outputs `(B, N, L)` with their log P `(B, N)`."""
+def from_log_probs(token_ids, log_probs, eos_id, options, attention=None):
+    """The `DecodingResult` of outputs `(B, N, L)` with their log P `(B, N)`, scored
+    by the length penalty of `options` (`DecodeOptions`)."""
     lengths = output_lengths(token_ids, eos_id)
-    scores = log_probs / length_penalty(lengths, alpha)
+    scores = log_probs / length_penalty(lengths, options.alpha, options.length_penalty)
     return DecodingResult(token_ids, lengths, log_probs, scores, attention)
 
 
-def from_scores(token_ids, scores, eos_id, alpha, attention=None):
-    """The `DecodingResult` of outputs `(B, N, L)` ranked by their `scores` `(B, N)`."""
+def from_scores(token_ids, scores, eos_id, options, attention=None):
+    """The `DecodingResult` of outputs `(B, N, L)` ranked by their `scores` `(B, N)`
+    under the length penalty of `options` (`DecodeOptions`)."""
     lengths = output_lengths(token_ids, eos_id)
-    log_probs = scores * length_penalty(lengths, alpha)
+    log_probs = scores * length_penalty(lengths, options.alpha, options.length_penalty)
     return DecodingResult(token_ids, lengths, log_probs, scores, attention)

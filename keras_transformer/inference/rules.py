@@ -67,13 +67,21 @@ class Rules(NamedTuple):
     phrase_lengths: object = None
 
 
-def is_empty_source(source_ids, eos_id):
-    """Rows of `source_ids` `(B, S)` with no token but padding and `eos_id`: bool `(B,)`.
+def is_empty_source(source_ids, eos_id, prefix_length=0):
+    """Rows of `source_ids` `(B, S)` with no token but padding and `eos_id` after their
+    first `prefix_length`: bool `(B,)`.
 
     The package's tokenizers write an empty or whitespace-only sentence as
-    the source [EOS].
+    the source [EOS], after the prefix every source starts with (a
+    target-language token) if the model takes one.
+
+    Examples:
+        >>> source_ids = tf.constant([[9, 3, 0], [9, 5, 3]])
+        >>> is_empty_source(source_ids, eos_id=3, prefix_length=1).numpy().tolist()
+        [True, False]
     """
-    return tf.reduce_all((source_ids == PAD_ID) | (source_ids == eos_id), axis=1)
+    rest = source_ids[:, prefix_length:]  # (B, S - prefix_length)
+    return tf.reduce_all((rest == PAD_ID) | (rest == eos_id), axis=1)
 
 
 def output_limits(max_length, length_options, source_lengths, forced_lengths, empty=None):
@@ -142,7 +150,7 @@ def make_rules(
     if constraint_ids is not None:
         check_fit(constraint_ids, prefix_ids, max_length)
         forced_length += tf.reduce_sum(phrase_lengths(constraint_ids), axis=1)
-    empty = is_empty_source(source_ids, target.source_end)  # (B,)
+    empty = is_empty_source(source_ids, target.source_end, target.source_prefix_length)
     limits = output_limits(max_length, length_options, source_length, forced_length, empty)
     must_end = (limits < max_length) | empty
     if rows_per_sentence > 1:

@@ -125,7 +125,7 @@ class Sampling:
             tf.reshape(token_ids, [batch, n, self.options.max_length]),
             tf.reshape(log_probs, [batch, n]),
             self.target.eos_id,
-            self.options.alpha,
+            self.options,
         )
 
     def draw(self, log_probs, step):

@@ -7,10 +7,8 @@ as the searches rank it.
 
 import numpy as np
 
-from keras_transformer.inference.probabilities import (
-    length_penalty,
-    log_softmax_without_pad_and_bos,
-)
+from keras_transformer.inference import probabilities
+from keras_transformer.inference.defaults import LENGTH_PENALTY
 
 
 def output_lengths(target_ids, eos_id):
@@ -20,7 +18,16 @@ def output_lengths(target_ids, eos_id):
     return np.where(is_eos.any(axis=1), is_eos.argmax(axis=1) + 1, target_ids.shape[1])
 
 
-def score_outputs(model, source_ids, target_ids, bos_id, eos_id, alpha=0.6, batch_size=64):
+def score_outputs(
+    model,
+    source_ids,
+    target_ids,
+    bos_id,
+    eos_id,
+    alpha=0.6,
+    batch_size=64,
+    length_penalty=LENGTH_PENALTY,
+):
     """log P(y | x) of each output y, by teacher forcing, and its normalized score.
 
     Padding and BOS are given probability zero, as in the searches, so a
@@ -34,11 +41,12 @@ def score_outputs(model, source_ids, target_ids, bos_id, eos_id, alpha=0.6, batc
         eos_id: id that ends an output.
         alpha: length penalty strength for the normalized score.
         batch_size: sentences per forward pass.
+        length_penalty: "gnmt" or "average" (`inference.probabilities.length_penalty`).
 
     Returns:
         Dict of NumPy arrays `(N,)`: `"log_prob"` (the sum over the output's
         tokens, EOS included), `"length"` and `"score"`
-        (`log_prob / length_penalty(length, alpha)`).
+        (`log_prob / length_penalty(length, alpha, kind)`).
 
     Examples:
         ```python
@@ -56,9 +64,9 @@ def score_outputs(model, source_ids, target_ids, bos_id, eos_id, alpha=0.6, batc
             [np.full((len(target), 1), bos_id, target.dtype), target[:, :-1]], axis=1
         )
         logits = model((source_ids[part], target_in), training=False)  # (b, L, V)
-        log_probs = log_softmax_without_pad_and_bos(logits, bos_id).numpy()
+        log_probs = probabilities.log_softmax_without_pad_and_bos(logits, bos_id).numpy()
         picked = np.take_along_axis(log_probs, target[..., None], axis=-1)[..., 0]  # (b, L)
         inside = np.arange(target.shape[1])[None] < lengths[part, None]
         log_prob[part] = np.where(inside, picked, 0.0).sum(axis=1)
-    score = log_prob / length_penalty(lengths, alpha).numpy()
+    score = log_prob / probabilities.length_penalty(lengths, alpha, length_penalty).numpy()
     return {"log_prob": log_prob, "length": lengths, "score": score}

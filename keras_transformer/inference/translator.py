@@ -12,6 +12,7 @@ from keras_transformer.inference.target_inputs import TargetInputs
 from keras_transformer.models import StepModel
 from keras_transformer.models.step import max_positions_of
 from keras_transformer.text import SourcePolicy, Tokenizer
+from keras_transformer.text.languages import language_prefix
 from keras_transformer.validation import check_tensorflow_backend
 
 
@@ -26,10 +27,11 @@ class Translator(tf.Module):
     Any input gives one output string: empty and whitespace-only inputs are
     translated as the empty string; invalid UTF-8 and unseen characters become
     the unknown id; sources longer than `max_source_length` tokens are cut to
-    it (their first `max_source_length - 1` pieces are translated), which
-    `translate` and `truncated` report. A model with a learned position table
-    reads at most its `max_positions` tokens: `max_source_length` is lowered
-    to that, and a `max_length` over it is refused.
+    it (their first pieces, with EOS and any target-language token, fill
+    `max_source_length`), which `translate` and `truncated` report. A model
+    with a learned position table reads at most its `max_positions` tokens:
+    `max_source_length` is lowered to that, and a `max_length` over it is
+    refused.
 
     Args:
         model: a trained `keras_transformer.Transformer`, or an `Ensemble`
@@ -114,7 +116,11 @@ class Translator(tf.Module):
         self.source_tokenizer = source_tokenizer
         self.target_tokenizer = target_tokenizer
         self.options = options
-        self.source_policy = SourcePolicy(options.max_source_length, source_tokenizer.eos_id)
+        self.source_policy = SourcePolicy(
+            options.max_source_length,
+            source_tokenizer.eos_id,
+            language_prefix(source_tokenizer, options.target_language),
+        )
         self.jit_compile = jit_compile
         self.grow_cache = grow_cache
         self.shortlist = shortlist
@@ -126,6 +132,7 @@ class Translator(tf.Module):
             jit_compile=jit_compile,
             grow_cache=grow_cache,
             shortlist=shortlist,
+            source_prefix_length=len(self.source_policy.prefix),
         )
 
     def copy(self, **changes):

@@ -3,6 +3,7 @@
 from keras_transformer.datasets import ParallelCorpus, load_corpus
 from keras_transformer.errors import ConfigError
 from keras_transformer.text import make_batches
+from keras_transformer.text.languages import language_prefix
 
 
 def corpus_split(data, split, stream=False, limit=None):
@@ -54,7 +55,8 @@ def training_and_validation_batches(config, train, val, tokenizers):
     and samples its segmentations as `tokenizer.sampling_alpha` and
     `tokenizer.sampling_nbest_size` say (subword regularization); validation
     batches never sample. A corpus in memory is cached after its first
-    epoch, a stream is read again each epoch.
+    epoch, a stream is read again each epoch. A multilingual model's sources
+    start with the token of `decode.target_language`, as when it translates.
 
     Args:
         config: a run configuration (`config.load_config`).
@@ -75,6 +77,7 @@ def training_and_validation_batches(config, train, val, tokenizers):
         max_length=data["max_length"],
         tokens_per_batch=data["tokens_per_batch"],
         overflow=data["overflow"],
+        source_prefix=language_prefix(source, config["decode"]["target_language"]),
     )
     train_batches = make_batches(
         train,

@@ -20,7 +20,7 @@ KINDS = {
     "ctranslate2": "a CTranslate2 export",
 }
 # The decoding options a CTranslate2 runtime takes when it is opened; its others are fixed.
-CTRANSLATE2_OPTIONS = ("beam_size", "alpha", "patience")
+CTRANSLATE2_OPTIONS = ("beam_size", "alpha", "length_penalty", "patience")
 
 
 def open_engine(
@@ -47,7 +47,7 @@ def open_engine(
             name where None keeps the run's own (its configuration's
             `decode` section). An export's options are fixed when it is
             written, and it refuses others by name, but a CTranslate2
-            export takes `beam_size`, `alpha` and `patience`.
+            export takes `beam_size`, `alpha`, `length_penalty` and `patience`.
         checkpoint: a run directory's `"best"` or `"averaged"` model.
         kind: `"run"`, `"saved_model"`, `"litert"` or `"ctranslate2"` opens
             `path` as that kind, whose own errors say what is missing; None

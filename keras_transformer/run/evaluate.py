@@ -87,6 +87,7 @@ def evaluate(
             "sentences": len(hypotheses),
             "beam_size": translator.beam_size,
             "alpha": translator.alpha,
+            "length_penalty": translator.length_penalty,
             **score_translations(hypotheses, corpus.targets),
             "hypotheses": path,
         }
@@ -169,6 +170,7 @@ def score_pairs(
     targets: Sequence[str],
     checkpoint: str = "best",
     batch_size: int = 64,
+    target_language: str | None = None,
 ) -> list[dict]:
     """log P(target | source) of given translations under a run's model (force decoding).
 
@@ -182,6 +184,8 @@ def score_pairs(
         targets: their translations, a list of strings of the same length.
         checkpoint: `"best"` or `"averaged"`.
         batch_size: pairs per forward pass.
+        target_language: the language of `targets`, for a multi-target model
+            (`DecodeOptions.target_language`); defaults to `decode.target_language`.
 
     Returns:
         A list of dicts, one per pair: `log_prob` (the total), `tokens`
@@ -192,8 +196,11 @@ def score_pairs(
             f"Scoring needs one target per source. Received: {len(sources)} sources, "
             f"{len(targets)} targets"
         )
-    _, model, source_tokenizer, target_tokenizer = load_run(run_dir, checkpoint)
-    reader = Translator(model, source_tokenizer, target_tokenizer, jit_compile=False)
+    config, model, source_tokenizer, target_tokenizer = load_run(run_dir, checkpoint)
+    language = target_language or config["decode"]["target_language"]
+    reader = Translator(
+        model, source_tokenizer, target_tokenizer, jit_compile=False, target_language=language
+    )
     eos = target_tokenizer.eos_id
     scored = []
     for start in range(0, len(sources), batch_size):

@@ -15,6 +15,7 @@ from keras_transformer.errors import RunError
 from keras_transformer.importers import marian_transformer, read_opus_mt
 from keras_transformer.model_section import model_section
 from keras_transformer.run.directory import RunDirectory
+from keras_transformer.text.languages import language_tokens
 from keras_transformer.text.marian_tokenizer import MarianTokenizer
 
 
@@ -24,10 +25,14 @@ def import_marian(model_dir, run_dir):
 
     The run holds the configuration (the `model` section from Marian's
     options, the `tokenizer` section `type: marian`, `data.corpus: null`, for
-    the model comes without its data, and the rest the defaults),
+    the model comes without its data, the `decode` section its publisher's
+    search: the beam and length normalization of `decoder.yml` (or of Hugging
+    Face's generation settings), `length_penalty: average` and `patience: 1`,
+    as Marian and CTranslate2 decode it, and the rest the defaults),
     the tokenizers (`MarianTokenizer`s of `source.spm` and `target.spm` with
     the vocabulary), `model.keras`, `imported.weights.h5` (the weights that
-    `train` fine-tunes from) and `imported.json` (what was read). Training
+    `train` fine-tunes from) and `imported.json` (what was read, and the target
+    languages of a multi-target model: the codes of its `>>xxx<<` tokens). Training
     it (`train` with a config for the user's data) fine-tunes those weights.
 
     Args:
@@ -60,6 +65,7 @@ def import_marian(model_dir, run_dir):
     config["tokenizer"].update(type=MarianTokenizer.type_name, shared=False)
     config["tokenizer"]["vocab_size"] = tokenizers[0].vocab_size
     config["data"]["corpus"] = None  # no data of its own: evaluate and train are told which
+    config["decode"].update(marian.decoding)
     os.makedirs(run.path, exist_ok=True)
     try:
         tokenizers[0].save(run.tokenizer_dir("source"))
@@ -67,9 +73,9 @@ def import_marian(model_dir, run_dir):
         model.save(run.model_path("best"))
         model.save_weights(run.imported_weights_path)
         with open(run.imported_path, "w", encoding="utf-8") as f:
-            json.dump(
-                {"format": marian.layout, "files": marian.files, "options": marian.options}, f
-            )
+            languages = [token[2:-2] for token in language_tokens(marian.vocabularies[0])]
+            imported = {"format": marian.layout, "files": marian.files, "options": marian.options}
+            json.dump({**imported, "target_languages": languages}, f)
         save_config(config, run.config_path)
     except BaseException:
         shutil.rmtree(run.path, ignore_errors=True)

@@ -19,6 +19,7 @@ from 1, and a start piece no text spells closes it:
 import collections
 
 import numpy as np
+import sentencepiece
 import tensorflow as tf
 import yaml
 
@@ -87,6 +88,37 @@ def read_vocabulary(path):
             path,
         )
     return [by_id[i] for i in range(len(by_id))]
+
+
+def read_sentencepiece_vocabulary(path):
+    """The pieces of a SentencePiece model that Marian uses as its vocabulary (`.spm`
+    named in `decoder.yml`'s `vocabs`), in the order of their ids: Marian numbers
+    pieces by the model's own ids then.
+
+    Args:
+        path: the `.spm` file.
+
+    Returns:
+        A list of strings, the piece of id i at index i.
+
+    Raises:
+        DamagedFileError: if the file is not a SentencePiece model.
+
+    Examples:
+        ```python
+        pieces = read_sentencepiece_vocabulary("opus-mt-mul-en/opus.spm32k.spm")
+        pieces[:2]  # ['</s>', '<unk>'] in a model Marian trained
+        ```
+    """
+    with open(path, "rb") as f:
+        proto = f.read()
+    try:
+        processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
+    except RuntimeError as error:
+        raise DamagedFileError(
+            f"{path} is not a SentencePiece model ({str(error).strip()})", path
+        ) from None
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
 
 
 def _piece(text):

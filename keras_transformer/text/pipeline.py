@@ -145,6 +145,7 @@ def make_batches(
     cache=True,
     sampling_alpha=None,
     sampling_nbest_size=-1,
+    source_prefix=(),
 ):
     """Tokenizes, filters, buckets and pads pairs of sentences for training.
 
@@ -180,6 +181,9 @@ def make_batches(
             `tokens_per_batch`. Validation batches should not sample.
         sampling_nbest_size: sample among this many best segmentations, or
             -1 (the default) among all.
+        source_prefix: ids every source starts with, counted in its length
+            (a multilingual model's target-language token,
+            `text.languages.language_prefix`), as `Translator` puts them.
 
     Returns:
         A `Batches`: the dataset and the counts of dropped and truncated pairs.
@@ -202,7 +206,8 @@ def make_batches(
     if max_length < 2:
         raise ArgumentError(f"`max_length` must be at least 2. Received: max_length={max_length}")
     bos, eos = target_tokenizer.bos_id, target_tokenizer.eos_id
-    source_policy = SourcePolicy(max_length, source_tokenizer.eos_id)
+    source_policy = SourcePolicy(max_length, source_tokenizer.eos_id, tuple(source_prefix))
+    prefix_length = len(source_policy.prefix)
     sampled = sampling_alpha is not None
     tokenizers = (source_tokenizer, target_tokenizer)
     samplers = [t.sampler(sampling_alpha, sampling_nbest_size) for t in tokenizers if sampled]
@@ -212,11 +217,14 @@ def make_batches(
         tokenized = tokenized.cache()
 
     def too_long(source, target, *_):
-        return (tf.size(source) + 1 > max_length) | (tf.size(target) + 1 > max_length)
+        source_length = tf.size(source) + prefix_length + 1
+        return (source_length > max_length) | (tf.size(target) + 1 > max_length)
 
     def bucket_length(source, target, *_):
-        """The length a pair is counted and bucketed by: its longer side, BOS or EOS added."""
-        return tf.minimum(tf.maximum(tf.size(source), tf.size(target)) + 1, max_length)
+        """The length a pair is counted and bucketed by: its longer side, with the source's
+        prefix, and BOS or EOS added."""
+        longer = tf.maximum(tf.size(source) + prefix_length, tf.size(target))
+        return tf.minimum(longer + 1, max_length)
 
     def count(counts, pair):
         """Pairs, pairs too long, and a histogram of the lengths of the examples kept."""
