@@ -24,8 +24,9 @@ from opus_mt import AWKWARD_PIECES, marian_log_probs, write_hugging_face, write_
 import keras_transformer as kt
 from keras_transformer.cli import main
 from keras_transformer.datasets import numbers_corpus
-from keras_transformer.errors import DamagedFileError
+from keras_transformer.errors import ArgumentError, DamagedFileError
 from keras_transformer.importers import read_marian
+from keras_transformer.layers.positions import Learned, Sinusoidal
 from keras_transformer.run.opus_mt import import_marian
 from keras_transformer.text.marian_tokenizer import read_vocabulary
 
@@ -459,6 +460,182 @@ def test_an_imported_run_fine_tunes_exports_and_translates(imported, tmp_path, c
     greedy = kt.run.make_translator(str(run_dir), beam_size=1, max_length=20, jit_compile=False)
     engine = kt.export.CTranslate2Translator(ct2_dir)
     assert engine(SOURCES) == kt.inference.translate_lines(greedy, SOURCES)
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS)
+def test_an_imported_run_exports_back_to_the_marian_directory_it_came_from(
+    imported, name, tmp_path, capsys
+):
+    """`export --format marian` of an imported run writes what the OPUS-MT directory it
+    came from holds: every array equal (so import(export(run)) is the same network), the
+    vocabulary, the SentencePiece models, the architecture's options and the search of
+    `decoder.yml`. CTranslate2's OpusMTConverter of the export finds the package's
+    beam-4 pieces for every sentence, empty ones included."""
+    model_dir, run_dir = imported[name]
+    out = tmp_path / "marian"
+    args = ["export", "--format", "marian", "--run-dir", str(run_dir), "--output", str(out)]
+    assert main(args) == 0
+    assert f"exported: {out}" in capsys.readouterr().out
+    original, exported = read_marian(model_dir), read_marian(out)
+    assert sorted(exported.weights) == sorted(original.weights)
+    for key, value in original.weights.items():
+        value = value.astype("float32")
+        np.testing.assert_array_equal(exported.weights[key].reshape(value.shape), value, key)
+    assert exported.vocabularies == original.vocabularies
+    assert exported.sentencepiece == original.sentencepiece
+    assert exported.decoding == original.decoding == read_marian(model_dir).decoding
+    assert exported.options == exported.options | {
+        key: value
+        for key, value in original.options.items()
+        if key.startswith(("dim-emb", "enc-", "dec-", "transformer-", "tied-"))
+        and key != "transformer-dropout"
+    }
+
+    OpusMTConverter(str(out)).convert(str(tmp_path / "ct2"))
+    source = kt.text.load_tokenizer(os.path.join(run_dir, "tokenizers", "source"))
+    pieces = [[source.pieces[i] for i in row] for row in source.tokenize(SOURCES).to_list()]
+    results = ctranslate2.Translator(str(tmp_path / "ct2")).translate_batch(
+        pieces, beam_size=4, length_penalty=0.6, max_decoding_length=30, min_decoding_length=0
+    )
+    translator = kt.run.make_translator(run_dir, max_length=30, jit_compile=False)
+    assert pieces_of(translator, SOURCES) == [r.hypotheses[0] for r in results]
+
+
+def randomized(model, seed):
+    """`model` with every weight drawn anew, so that no two layer norms or biases agree;
+    a learned position table is one for both stacks, as Marian's is."""
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        weight.assign(rng.normal(0.0, 0.3, weight.shape).astype("float32"))
+    if isinstance(model.positions, Learned):
+        table = model.encoder.embedding.position_encoding.embeddings
+        model.decoder.embedding.position_encoding.embeddings.assign(table)
+    return model
+
+
+@pytest.fixture(scope="module")
+def numbers_tokenizers():
+    """SentencePiece tokenizers of the package (padding 0, UNK 1, BOS 2, EOS 3), one a side."""
+    corpus = numbers_corpus("train", source_lang="de", target_lang="en", limit=400)
+    return (
+        kt.text.SentencePieceTokenizer.train(corpus.sources, vocab_size=60),
+        kt.text.SentencePieceTokenizer.train(corpus.targets, vocab_size=50),
+    )
+
+
+def marian_ready_model(source, target, **options):
+    """A randomized model of the tokenizers' sizes that Marian can express, or, with
+    `options`, one that differs as they say."""
+    settings = dict(
+        positions=Sinusoidal(layout="concatenated"),
+        start_from_zero_embedding=True,
+        activation="silu",
+    )
+    model = kt.Transformer(
+        (2, 1), 16, 2, 32, source.vocab_size, target.vocab_size, **(settings | options)
+    )
+    one = np.ones((1, 2), "int32")
+    model((one, one))
+    return randomized(model, seed=5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(norm_first=True),
+        dict(shared_embeddings="output", positions=Learned(100), activation="gelu_sigmoid"),
+    ],
+    ids=["pre_norm_sinusoidal", "output_tied_learned"],
+)
+def test_a_model_of_the_packages_tokenizers_exports_and_imports_to_the_same_logits(
+    numbers_tokenizers, options, tmp_path
+):
+    """A model with the package's SentencePiece tokenizers (a vocabulary per side, EOS
+    and UNK not where Marian numbers them) goes to Marian's layout and back: the imported
+    tokenizers cut every sentence into the same pieces, and the imported model's logits
+    are the original's, column for column by piece."""
+    source, target = numbers_tokenizers
+    model = marian_ready_model(source, target, **options)
+    translator = kt.Translator(model, source, target, jit_compile=False)
+    kt.export.export_marian(translator, tmp_path / "marian")
+    assert sorted(os.listdir(tmp_path / "marian")) == [
+        "decoder.yml",
+        "model.npz",
+        "source.spm",
+        "source.vocab.yml",
+        "target.spm",
+        "target.vocab.yml",
+    ]
+    for side, tokenizer in (("source", source), ("target", target)):
+        pieces = read_vocabulary(tmp_path / "marian" / f"{side}.vocab.yml")
+        assert pieces == load_vocab(str(tmp_path / "marian" / f"{side}.vocab.yml"))
+        assert pieces[:2] == ["</s>", "<unk>"] and len(pieces) == tokenizer.vocab_size - 2
+    run_dir = import_marian(tmp_path / "marian", tmp_path / "run").path
+    _, back, source_back, target_back = kt.run.load_run(run_dir)
+
+    corpus = numbers_corpus("val", source_lang="de", target_lang="en", limit=4)
+    batches = []
+    for (s, t), texts in zip(
+        ((source, target), (source_back, target_back)),
+        [(corpus.sources, corpus.targets)] * 2,
+        strict=True,
+    ):
+        source_ids, target_ids = s.tokenize(texts[0]), t.tokenize(texts[1])
+        assert [[s.pieces[i] for i in row] for row in source_ids.to_list()] == [
+            [source.pieces[i] for i in row] for row in source.tokenize(texts[0]).to_list()
+        ]
+        eos = tf.fill([len(texts[0]), 1], s.eos_id)
+        bos = tf.fill([len(texts[1]), 1], t.bos_id)
+        batches.append(
+            (
+                tf.concat([source_ids, eos], 1).to_tensor(),  # (batch, source length)
+                tf.concat([bos, target_ids], 1).to_tensor(),  # (batch, target length)
+            )
+        )
+    logits, logits_back = model(batches[0]).numpy(), back(batches[1]).numpy()
+    by_piece = {piece: i for i, piece in enumerate(target.pieces)}
+    columns = [by_piece[piece] for piece in target_back.pieces[1:-1]]
+    real = batches[0][1].numpy() != source.pad_id  # (batch, target length): not padding
+    np.testing.assert_allclose(logits_back[real][:, 1:-1], logits[real][:, columns], atol=1e-4)
+
+
+def test_export_to_marian_refuses_what_marian_cannot_express_in_one_line(
+    numbers_tokenizers, imported, tmp_path, capsys
+):
+    source, target = numbers_tokenizers
+    refusals = [
+        (dict(start_from_zero_embedding=False), "a learned start embedding"),
+        (dict(positions="rotary"), "positions=Rotary"),
+        (dict(positions=Sinusoidal()), "Marian's table is Sinusoidal\\(layout='concatenated'\\)"),
+        (dict(activation="gelu"), "activation='gelu'"),
+        (dict(layer_norm_epsilon=1e-5), "layer_norm_epsilon=1e-05"),
+    ]
+    for options, message in refusals:
+        translator = kt.Translator(
+            marian_ready_model(source, target, **options), source, target, jit_compile=False
+        )
+        with pytest.raises(ArgumentError, match=f"Marian cannot express this model's .*{message}"):
+            kt.export.export_marian(translator, tmp_path / "refused")
+    model = marian_ready_model(source, target, positions=Learned(100))
+    model.decoder.embedding.position_encoding.embeddings.assign(np.zeros((100, 16), "float32"))
+    with pytest.raises(ArgumentError, match="two learned position tables"):
+        kt.export.export_marian(kt.Translator(model, source, target), tmp_path / "refused")
+    wordpiece = kt.text.WordPieceTokenizer.train(["eins zwei drei"] * 20, vocab_size=60)
+    translator = kt.Translator(marian_ready_model(wordpiece, target), wordpiece, target)
+    with pytest.raises(ArgumentError, match="the source tokenizer is a WordPieceTokenizer"):
+        kt.export.export_marian(translator, tmp_path / "refused")
+    assert os.listdir(tmp_path) == []  # nothing half-written, no staging directory
+
+    _, run_dir = imported["post_norm_relu_tied"]
+    (tmp_path / "taken").mkdir()
+    for extra, message in [
+        (["--quantization", "int8"], "--quantization, --n-best and --shortlist are not for"),
+        (["--output", str(tmp_path / "taken")], "exists; choose a new directory"),
+    ]:
+        args = ["export", "--format", "marian", "--run-dir", str(run_dir), *extra]
+        assert main(args) == 2
+        error = capsys.readouterr().err.strip()
+        assert message in error and "\n" not in error, error
 
 
 def refusal_of_import(model_dir, change, tmp_path, capsys):

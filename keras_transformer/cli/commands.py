@@ -233,6 +233,16 @@ def run_export(args):
     if args.max_source_length and args.format != "litert":
         raise ArgumentError("--max-source-length is for --format litert.")
     options = run_options(args.run_dir, decode_flags(args))
+    if args.format == "marian":
+        if args.quantization or args.n_best or args.shortlist:
+            raise ArgumentError(
+                "--quantization, --n-best and --shortlist are not for --format marian."
+            )
+        path = run.export_marian_run(
+            args.run_dir, args.output, args.base_dir, args.checkpoint, options=options
+        )
+        print(f"exported: {path}")
+        return
     if args.format in ("litert", "ctranslate2"):
         if args.n_best:
             raise ArgumentError("--n-best is for SavedModel exports (translate_n_best).")

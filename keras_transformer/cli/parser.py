@@ -145,14 +145,17 @@ def add_score(commands):
 
 def add_export(commands):
     export = commands.add_parser(
-        "export", help="write a SavedModel for TF Serving, or a CTranslate2 model"
+        "export",
+        help="write a SavedModel for TF Serving, a CTranslate2 or LiteRT model, or an OPUS-MT "
+        "(Marian) model directory",
     )
     run_dir_argument(export)
     export.add_argument(
         "--format",
         default="saved_model",
-        choices=["saved_model", "ctranslate2", "litert"],
-        help="ctranslate2 needs the optional `ctranslate2` package, litert `ai-edge-litert` to run",
+        choices=["saved_model", "ctranslate2", "litert", "marian"],
+        help="ctranslate2 needs the optional `ctranslate2` package, litert `ai-edge-litert` to "
+        "run; marian writes what Marian, CTranslate2's OpusMTConverter and `import` read",
     )
     export.add_argument(
         "--quantization",
@@ -161,8 +164,8 @@ def add_export(commands):
     )
     export.add_argument(
         "--output",
-        help="CTranslate2 or LiteRT model directory "
-        "(default: {base-dir}/{run name}-{format}-{type})",
+        help="CTranslate2, LiteRT or Marian model directory "
+        "(default: {base-dir}/{run name}-{format}-{type}, {base-dir}/{run name}-marian)",
     )
     export.add_argument(
         "--max-source-length",

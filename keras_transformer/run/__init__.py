@@ -19,7 +19,12 @@ from keras_transformer.run.data import corpus_split, training_and_validation_bat
 from keras_transformer.run.directory import RunDirectory
 from keras_transformer.run.engines import open_engine
 from keras_transformer.run.evaluate import evaluate, score_pairs, score_translations
-from keras_transformer.run.export import export, export_ctranslate2_run, export_litert_run
+from keras_transformer.run.export import (
+    export,
+    export_ctranslate2_run,
+    export_litert_run,
+    export_marian_run,
+)
 from keras_transformer.run.opus_mt import import_marian
 from keras_transformer.run.plots import plot_attention, plot_run
 from keras_transformer.run.train import build_model, compile_from_config, set_precision, train
@@ -41,6 +46,7 @@ __all__ = [
     "export",
     "export_ctranslate2_run",
     "export_litert_run",
+    "export_marian_run",
     "import_marian",
     "load_models",
     "load_run",

@@ -1,4 +1,5 @@
-"""Exporting a trained run: a SavedModel for TF Serving, a CTranslate2 model, or LiteRT."""
+"""Exporting a trained run: a SavedModel for TF Serving, a CTranslate2 model, LiteRT, or an
+OPUS-MT (Marian) model directory."""
 
 import os
 
@@ -91,6 +92,32 @@ def export_litert_run(
     return export_litert(
         translator, directory, quantization, max_source_length or MAX_SOURCE_LENGTH
     )
+
+
+def export_marian_run(
+    run_dir: str,
+    directory: str | None = None,
+    base_dir: str = SAVED_MODELS_DIR,
+    checkpoint: str = "best",
+    **kw,
+) -> str:
+    """Exports a run as an OPUS-MT (Marian) model directory (see `export_marian`), which
+    Marian, CTranslate2's `OpusMTConverter` and `import --format marian` read.
+
+    `directory` defaults to `{base_dir}/{run name}-marian`; other keyword
+    arguments go to the `Translator` whose beam and length normalization
+    `decoder.yml` records (`beam_size`, `alpha`, `length_penalty`).
+
+    Examples:
+        ```python
+        export_marian_run("runs/numbers")  # saved_models/numbers-marian
+        ```
+    """
+    from keras_transformer.export.marian import export_marian
+
+    translator = make_translator(run_dir, checkpoint, **kw)
+    directory = directory or os.path.join(base_dir, f"{RunDirectory(run_dir).name}-marian")
+    return export_marian(translator, directory)
 
 
 def default_directory(run_dir, base_dir, export_format, quantization):
