@@ -501,6 +501,47 @@ def test_an_imported_run_exports_back_to_the_marian_directory_it_came_from(
     assert pieces_of(translator, SOURCES) == [r.hypotheses[0] for r in results]
 
 
+@pytest.mark.parametrize("name", ["post_norm_relu_tied", "post_norm_gelu_output_tied"])
+def test_an_imported_run_exports_to_hugging_faces_layout_as_its_conversion_writes_it(
+    imported, name, tmp_path, capsys
+):
+    """`export --format hugging_face` of an imported run writes the tensors, vocabulary and
+    configuration that `write_hugging_face` (Hugging Face's conversion of the same Marian
+    directory) writes, but for the name of Marian's GELU, which the conversion calls
+    "gelu" (the exact one) and the export "quick_gelu" (x * sigmoid(1.702 x), Marian's).
+    Imported back, the run gives the probabilities of Marian's network with Hugging
+    Face's layer norms (1e-5), and decodes with the run's beam and length penalty."""
+    model_dir, run_dir = imported[name]
+    out = tmp_path / "hf"
+    args = ["export", "--format", "hugging_face", "--run-dir", str(run_dir), "--output", str(out)]
+    assert main(args) == 0
+    assert f"exported: {out}" in capsys.readouterr().out
+    reference = write_hugging_face(model_dir, tmp_path / "reference", positions=512)
+    ours = safetensors.numpy.load_file(str(out / "model.safetensors"))
+    theirs = safetensors.numpy.load_file(str(reference / "model.safetensors"))
+    assert sorted(ours) == sorted(theirs)
+    for key, value in theirs.items():
+        np.testing.assert_allclose(ours[key], value.reshape(ours[key].shape), atol=1e-5)
+    config = json.load(open(out / "config.json", encoding="utf-8"))
+    their_config = json.load(open(reference / "config.json", encoding="utf-8"))
+    gelu = their_config.pop("activation_function") == "gelu"
+    assert config.pop("activation_function") == ("quick_gelu" if gelu else "relu")
+    assert config == config | their_config
+    for file_name in ("vocab.json", "source.spm", "target.spm"):
+        assert (out / file_name).read_bytes() == (reference / file_name).read_bytes() or (
+            json.loads((out / file_name).read_text("utf-8"))
+            == json.loads((reference / file_name).read_text("utf-8"))
+        )
+    generation = json.load(open(out / "generation_config.json", encoding="utf-8"))
+    assert (generation["num_beams"], generation["length_penalty"]) == (4, 0.6)
+
+    back = import_marian(out, tmp_path / "back").path
+    decode = json.load(open(os.path.join(back, "config.json")))["decode"]
+    assert (decode["beam_size"], decode["alpha"], decode["length_penalty"]) == (4, 0.6, "average")
+    marian = read_marian(model_dir)
+    assert_marians_probabilities(back, marian.options, marian.weights, pairs=4, epsilon=1e-5)
+
+
 def randomized(model, seed):
     """`model` with every weight drawn anew, so that no two layer norms or biases agree;
     a learned position table is one for both stacks, as Marian's is."""
@@ -539,38 +580,55 @@ def marian_ready_model(source, target, **options):
     return randomized(model, seed=5)
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        dict(norm_first=True),
+# Per layout: models Marian's or Hugging Face's layout can express, and the files written.
+MARIAN_FILES = ["decoder.yml", "model.npz", "source.spm", "source.vocab.yml"]
+MARIAN_FILES += ["target.spm", "target.vocab.yml"]
+HUGGING_FACE_FILES = ["config.json", "generation_config.json", "model.safetensors"]
+HUGGING_FACE_FILES += ["source.spm", "target.spm", "target_vocab.json"]
+HUGGING_FACE_FILES += ["tokenizer_config.json", "vocab.json"]
+ROUND_TRIPS = {
+    "marian_pre_norm_sinusoidal": ("marian", dict(norm_first=True)),
+    "marian_output_tied_learned": (
+        "marian",
         dict(shared_embeddings="output", positions=Learned(100), activation="gelu_sigmoid"),
-    ],
-    ids=["pre_norm_sinusoidal", "output_tied_learned"],
-)
+    ),
+    "hugging_face_untied": ("hugging_face", dict(layer_norm_epsilon=1e-5)),
+    "hugging_face_output_tied_gelu_sigmoid": (
+        "hugging_face",
+        dict(shared_embeddings="output", activation="gelu_sigmoid", layer_norm_epsilon=1e-5),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", ROUND_TRIPS)
 def test_a_model_of_the_packages_tokenizers_exports_and_imports_to_the_same_logits(
-    numbers_tokenizers, options, tmp_path
+    numbers_tokenizers, name, tmp_path
 ):
-    """A model with the package's SentencePiece tokenizers (a vocabulary per side, EOS
-    and UNK not where Marian numbers them) goes to Marian's layout and back: the imported
-    tokenizers cut every sentence into the same pieces, and the imported model's logits
-    are the original's, column for column by piece."""
+    """A model with the package's SentencePiece tokenizers (a vocabulary per side, of two
+    sizes, EOS and UNK not where Marian numbers them) goes to Marian's or Hugging Face's
+    layout and back: the imported tokenizers cut every sentence into the same pieces,
+    and the imported model's logits are the original's, column for column by piece."""
+    layout, options = ROUND_TRIPS[name]
     source, target = numbers_tokenizers
     model = marian_ready_model(source, target, **options)
     translator = kt.Translator(model, source, target, jit_compile=False)
-    kt.export.export_marian(translator, tmp_path / "marian")
-    assert sorted(os.listdir(tmp_path / "marian")) == [
-        "decoder.yml",
-        "model.npz",
-        "source.spm",
-        "source.vocab.yml",
-        "target.spm",
-        "target.vocab.yml",
-    ]
-    for side, tokenizer in (("source", source), ("target", target)):
-        pieces = read_vocabulary(tmp_path / "marian" / f"{side}.vocab.yml")
-        assert pieces == load_vocab(str(tmp_path / "marian" / f"{side}.vocab.yml"))
-        assert pieces[:2] == ["</s>", "<unk>"] and len(pieces) == tokenizer.vocab_size - 2
-    run_dir = import_marian(tmp_path / "marian", tmp_path / "run").path
+    out = tmp_path / layout
+    if layout == "marian":
+        kt.export.export_marian(translator, out)
+        assert sorted(os.listdir(out)) == MARIAN_FILES
+        for side, tokenizer in (("source", source), ("target", target)):
+            pieces = read_vocabulary(out / f"{side}.vocab.yml")
+            assert pieces == load_vocab(str(out / f"{side}.vocab.yml"))
+            assert pieces[:2] == ["</s>", "<unk>"] and len(pieces) == tokenizer.vocab_size - 2
+    else:
+        kt.export.export_hugging_face(translator, out)
+        assert sorted(os.listdir(out)) == HUGGING_FACE_FILES
+        size = max(source.vocab_size, target.vocab_size) - 2  # Marian's pieces, then fillers
+        for file_name in ("vocab.json", "target_vocab.json"):
+            vocabulary = json.load(open(out / file_name, encoding="utf-8"))
+            assert vocabulary["</s>"] == 0 and vocabulary["<unk>"] == 1
+            assert vocabulary["<pad>"] == size == len(vocabulary) - 1
+    run_dir = import_marian(out, tmp_path / "run").path
     _, back, source_back, target_back = kt.run.load_run(run_dir)
 
     corpus = numbers_corpus("val", source_lang="de", target_lang="en", limit=4)
@@ -593,10 +651,16 @@ def test_a_model_of_the_packages_tokenizers_exports_and_imports_to_the_same_logi
             )
         )
     logits, logits_back = model(batches[0]).numpy(), back(batches[1]).numpy()
-    by_piece = {piece: i for i, piece in enumerate(target.pieces)}
-    columns = [by_piece[piece] for piece in target_back.pieces[1:-1]]
     real = batches[0][1].numpy() != source.pad_id  # (batch, target length): not padding
-    np.testing.assert_allclose(logits_back[real][:, 1:-1], logits[real][:, columns], atol=1e-4)
+    logits, logits_back = logits[real], logits_back[real]  # (tokens, vocabulary)
+    by_piece = {piece: i for i, piece in enumerate(target.pieces)}
+    kept = [i for i, piece in enumerate(target_back.pieces[1:-1], 1) if piece in by_piece]
+    columns = [by_piece[target_back.pieces[i]] for i in kept]
+    assert len(kept) == target.vocab_size - 2  # all but padding and BOS
+    np.testing.assert_allclose(logits_back[:, kept], logits[:, columns], atol=1e-4)
+    fillers = sorted(set(range(1, len(target_back.pieces) - 1)) - set(kept))
+    assert len(fillers) == (source.vocab_size - target.vocab_size if layout != "marian" else 0)
+    assert (logits_back[:, fillers] < -1e3).all()  # pieces no text spells: no probability
 
 
 def test_export_to_marian_refuses_what_marian_cannot_express_in_one_line(
@@ -608,7 +672,6 @@ def test_export_to_marian_refuses_what_marian_cannot_express_in_one_line(
         (dict(positions="rotary"), "positions=Rotary"),
         (dict(positions=Sinusoidal()), "Marian's table is Sinusoidal\\(layout='concatenated'\\)"),
         (dict(activation="gelu"), "activation='gelu'"),
-        (dict(layer_norm_epsilon=1e-5), "layer_norm_epsilon=1e-05"),
     ]
     for options, message in refusals:
         translator = kt.Translator(
@@ -624,15 +687,25 @@ def test_export_to_marian_refuses_what_marian_cannot_express_in_one_line(
     translator = kt.Translator(marian_ready_model(wordpiece, target), wordpiece, target)
     with pytest.raises(ArgumentError, match="the source tokenizer is a WordPieceTokenizer"):
         kt.export.export_marian(translator, tmp_path / "refused")
+    for options, message in [
+        (dict(norm_first=True), "norm_first"),
+        (dict(positions=Learned(100)), "learned positions"),
+    ]:
+        translator = kt.Translator(marian_ready_model(source, target, **options), source, target)
+        with pytest.raises(
+            ArgumentError, match=f"Hugging Face's Marian cannot express .*{message}"
+        ):
+            kt.export.export_hugging_face(translator, tmp_path / "refused")
     assert os.listdir(tmp_path) == []  # nothing half-written, no staging directory
 
     _, run_dir = imported["post_norm_relu_tied"]
     (tmp_path / "taken").mkdir()
     for extra, message in [
-        (["--quantization", "int8"], "--quantization, --n-best and --shortlist are not for"),
-        (["--output", str(tmp_path / "taken")], "exists; choose a new directory"),
+        (["--format", "marian", "--quantization", "int8"], "--quantization, --n-best and"),
+        (["--format", "hugging_face", "--n-best", "2"], "are not for --format hugging_face"),
+        (["--format", "marian", "--output", str(tmp_path / "taken")], "exists; choose a new"),
     ]:
-        args = ["export", "--format", "marian", "--run-dir", str(run_dir), *extra]
+        args = ["export", "--run-dir", str(run_dir), *extra]
         assert main(args) == 2
         error = capsys.readouterr().err.strip()
         assert message in error and "\n" not in error, error

@@ -233,12 +233,13 @@ def run_export(args):
     if args.max_source_length and args.format != "litert":
         raise ArgumentError("--max-source-length is for --format litert.")
     options = run_options(args.run_dir, decode_flags(args))
-    if args.format == "marian":
+    if args.format in ("marian", "hugging_face"):
         if args.quantization or args.n_best or args.shortlist:
             raise ArgumentError(
-                "--quantization, --n-best and --shortlist are not for --format marian."
+                f"--quantization, --n-best and --shortlist are not for --format {args.format}."
             )
-        path = run.export_marian_run(
+        export = {"marian": run.export_marian_run, "hugging_face": run.export_hugging_face_run}
+        path = export[args.format](
             args.run_dir, args.output, args.base_dir, args.checkpoint, options=options
         )
         print(f"exported: {path}")

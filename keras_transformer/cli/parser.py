@@ -147,15 +147,16 @@ def add_export(commands):
     export = commands.add_parser(
         "export",
         help="write a SavedModel for TF Serving, a CTranslate2 or LiteRT model, or an OPUS-MT "
-        "(Marian) model directory",
+        "directory in Marian's or Hugging Face's layout",
     )
     run_dir_argument(export)
     export.add_argument(
         "--format",
         default="saved_model",
-        choices=["saved_model", "ctranslate2", "litert", "marian"],
+        choices=["saved_model", "ctranslate2", "litert", "marian", "hugging_face"],
         help="ctranslate2 needs the optional `ctranslate2` package, litert `ai-edge-litert` to "
-        "run; marian writes what Marian, CTranslate2's OpusMTConverter and `import` read",
+        "run; marian and hugging_face write OPUS-MT directories in Marian's layout (which "
+        "CTranslate2's OpusMTConverter reads) and Hugging Face's",
     )
     export.add_argument(
         "--quantization",
@@ -164,8 +165,9 @@ def add_export(commands):
     )
     export.add_argument(
         "--output",
-        help="CTranslate2, LiteRT or Marian model directory "
-        "(default: {base-dir}/{run name}-{format}-{type}, {base-dir}/{run name}-marian)",
+        help="CTranslate2, LiteRT, Marian or Hugging Face model directory "
+        "(default: {base-dir}/{run name}-{format}-{type}; marian, hugging_face: "
+        "{base-dir}/{run name}-{format})",
     )
     export.add_argument(
         "--max-source-length",

@@ -21,7 +21,10 @@ cannot express is refused by name, before anything is written:
     relu, silu, gelu_sigmoid                    relu, swish, gelu
     norm_first                                  --transformer-preprocess n (and top n)
     shared_embeddings "all", "output", None     tied-embeddings-all, tied-embeddings, none
-    layer_norm_epsilon 1e-6                     Marian's, fixed
+
+Marian's layer norms add 1e-6, Hugging Face's 1e-5; a model trained with
+another epsilon is written with its weights as they are, as Hugging Face's
+own conversion of OPUS-MT does.
 """
 
 import os
@@ -33,7 +36,7 @@ import numpy as np
 import yaml
 
 from keras_transformer.errors import ArgumentError
-from keras_transformer.importers.marian import LAYER_NORM_EPSILON, OPTIONS_KEY
+from keras_transformer.importers.marian import OPTIONS_KEY, MarianModel
 from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.activations import serialize_activation
 from keras_transformer.layers.positions import Learned, Sinusoidal
@@ -91,9 +94,17 @@ def _key(piece):
     return piece if plain else "'" + piece.replace("'", "''") + "'"
 
 
-def marian_options(model):
+def marian_options(model, activations=None, layout="Marian"):
     """Marian's options (`special:model.yml`) of `model`, or an `ArgumentError` naming
-    the first thing Marian cannot express."""
+    the first thing `layout` cannot express.
+
+    Args:
+        model: a built `Transformer`.
+        activations: the package's activation -> the layout's name of it; None for
+            Marian's (relu, swish, gelu).
+        layout: the layout's name in a refusal.
+    """
+    activations = _ACTIVATIONS if activations is None else activations
     scheme = model.positions
     activation = serialize_activation(model.activation)
     refusals = [
@@ -113,12 +124,8 @@ def marian_options(model):
             f"positions={scheme!r} (Marian's table is Sinusoidal(layout='concatenated'))",
         ),
         (
-            activation not in _ACTIVATIONS,
-            f"activation={activation!r} (Marian has {sorted(_ACTIVATIONS)})",
-        ),
-        (
-            not np.isclose(model.layer_norm_epsilon, LAYER_NORM_EPSILON),
-            f"layer_norm_epsilon={model.layer_norm_epsilon} (Marian's is {LAYER_NORM_EPSILON})",
+            activation not in activations,
+            f"activation={activation!r} ({layout} has {sorted(activations)})",
         ),
         (
             (model.encoder.final_norm is not None) != model.norm_first,
@@ -127,7 +134,7 @@ def marian_options(model):
     ]
     for refused, what in refusals:
         if refused:
-            raise ArgumentError(f"Marian cannot express this model's {what}.")
+            raise ArgumentError(f"{layout} cannot express this model's {what}.")
     encoder_layers, decoder_layers = model.encoder.num_layers, model.decoder.num_layers
     return {
         "type": "transformer",
@@ -137,7 +144,7 @@ def marian_options(model):
         "transformer-heads": model.num_heads,
         "transformer-dim-ffn": model.dff,
         "transformer-ffn-depth": 2,
-        "transformer-ffn-activation": _ACTIVATIONS[activation],
+        "transformer-ffn-activation": activations[activation],
         "transformer-preprocess": "n" if model.norm_first else "",
         "transformer-postprocess": "da" if model.norm_first else "dan",
         "transformer-postprocess-top": "n" if model.norm_first else "",
@@ -216,6 +223,70 @@ def _numpy(variable):
     return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
+def marian_model(translator, activations=None, layout="Marian"):
+    """The `MarianModel` of `translator`: Marian's options, arrays and vocabularies, and
+    its search as `DecodeOptions` fields (`normalize` 1 for a GNMT penalty, which Marian
+    lacks). `activations` and `layout` as for `marian_options`.
+
+    Raises:
+        ArgumentError: naming what `layout` cannot express.
+    """
+    model = translator.model
+    if not isinstance(model, Transformer):
+        raise ArgumentError(
+            f"{layout}'s layout holds one Transformer; this translator's model is a "
+            f"{type(model).__name__} (export one run of an ensemble at a time)."
+        )
+    tokenizers = (translator.source_tokenizer, translator.target_tokenizer)
+    for side, tokenizer in zip(("source", "target"), tokenizers, strict=True):
+        if not isinstance(tokenizer, SentencePieceModel):
+            raise ArgumentError(
+                f"{layout}'s layout holds SentencePiece models; the {side} tokenizer is a "
+                f"{type(tokenizer).__name__}."
+            )
+    options = marian_options(model, activations, layout)
+    ids = [marian_vocabulary(t) for t in tokenizers]
+    vocabularies = tuple([t.pieces[i] for i in row] for t, row in zip(tokenizers, ids, strict=True))
+    if model.shared_embeddings == "all" and vocabularies[0] != vocabularies[1]:
+        raise ArgumentError(f"{layout}'s one embedding for both sides needs one vocabulary.")
+    options["dim-vocabs"] = [len(v) for v in vocabularies]
+    search = translator.options
+    return MarianModel(
+        options=options,
+        weights=marian_weights(model, *ids),
+        vocabularies=vocabularies,
+        sentencepiece=tuple(t.model_proto for t in tokenizers),
+        files={},
+        activation=serialize_activation(model.activation),
+        layer_norm_epsilon=model.layer_norm_epsilon,
+        decoding={
+            "beam_size": search.beam_size,
+            "alpha": float(search.alpha) if search.length_penalty == "average" else 1.0,
+        },
+    )
+
+
+def write_staged(directory, write):
+    """Calls `write(staging)` on a new directory beside `directory`, then moves it into
+    place: a refused or interrupted export leaves nothing behind.
+
+    Raises:
+        FileExistsError: if `directory` exists.
+    """
+    directory = os.fspath(directory)
+    if os.path.exists(directory):
+        raise FileExistsError(f"{directory!r} exists; choose a new directory.")
+    parent = os.path.dirname(os.path.abspath(directory))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}-", dir=parent)
+    try:
+        write(staging)
+        os.rename(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return directory
+
+
 def export_marian(translator: Translator, directory: str) -> str:
     """Writes `translator` as an OPUS-MT (Marian) model directory.
 
@@ -243,60 +314,38 @@ def export_marian(translator: Translator, directory: str) -> str:
         # keras-transformer import --format marian --model-dir opus-mt-de-en-mine ...
         ```
     """
-    directory = os.fspath(directory)
     if os.path.exists(directory):
-        raise FileExistsError(f"{directory!r} exists; choose a new directory.")
-    model = translator.model
-    if not isinstance(model, Transformer):
-        raise ArgumentError(
-            f"Marian's layout holds one Transformer; this translator's model is a "
-            f"{type(model).__name__} (export one run of an ensemble at a time)."
-        )
-    tokenizers = (translator.source_tokenizer, translator.target_tokenizer)
-    for side, tokenizer in zip(("source", "target"), tokenizers, strict=True):
-        if not isinstance(tokenizer, SentencePieceModel):
-            raise ArgumentError(
-                f"Marian's layout holds SentencePiece models; the {side} tokenizer is a "
-                f"{type(tokenizer).__name__}."
-            )
-    options = marian_options(model)
-    source_ids, target_ids = (marian_vocabulary(t) for t in tokenizers)
-    vocabularies = [
-        [t.pieces[i] for i in ids]
-        for t, ids in zip(tokenizers, (source_ids, target_ids), strict=True)
-    ]
-    shared = vocabularies[0] == vocabularies[1]
-    if model.shared_embeddings == "all" and not shared:
-        raise ArgumentError("Marian's tied-embeddings-all needs one vocabulary for both sides.")
-    weights = marian_weights(model, source_ids, target_ids)
-    options["dim-vocabs"] = [len(v) for v in vocabularies]
+        raise FileExistsError(f"{os.fspath(directory)!r} exists; choose a new directory.")
+    marian = marian_model(translator)
+    weights = dict(marian.weights)
     weights[OPTIONS_KEY] = np.frombuffer(
-        yaml.safe_dump(options, sort_keys=False).encode("utf-8") + b"\0", np.int8
+        yaml.safe_dump(marian.options, sort_keys=False).encode("utf-8") + b"\0", np.int8
     )
+    shared = marian.vocabularies[0] == marian.vocabularies[1]
     vocab_files = [SHARED_VOCABULARY] * 2 if shared else list(VOCABULARIES)
-    search = translator.options
     decoder = {
         "relative-paths": True,
         "models": [MODEL_FILE],
         "vocabs": vocab_files,
-        "beam-size": search.beam_size,
-        "normalize": float(search.alpha) if search.length_penalty == "average" else 1.0,
+        "beam-size": marian.decoding["beam_size"],
+        "normalize": marian.decoding["alpha"],
         "word-penalty": 0,
     }
-    parent = os.path.dirname(os.path.abspath(directory))
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=".marian-", dir=parent)
-    try:
+
+    def write(staging):
         np.savez(os.path.join(staging, MODEL_FILE), **weights)
-        for name, pieces in zip(vocab_files, vocabularies, strict=True):
+        for name, pieces in zip(vocab_files, marian.vocabularies, strict=True):
             with open(os.path.join(staging, name), "w", encoding="utf-8") as f:
                 f.write(vocabulary_text(pieces))
-        for name, tokenizer in zip(SENTENCEPIECE_FILES, tokenizers, strict=True):
-            with open(os.path.join(staging, name), "wb") as f:
-                f.write(tokenizer.model_proto)
+        write_sentencepiece(staging, marian)
         with open(os.path.join(staging, "decoder.yml"), "w", encoding="utf-8") as f:
             yaml.safe_dump(decoder, f, sort_keys=False)
-        os.rename(staging, directory)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return directory
+
+    return write_staged(directory, write)
+
+
+def write_sentencepiece(directory, marian):
+    """`source.spm` and `target.spm` of `marian` (a `MarianModel`) into `directory`."""
+    for name, proto in zip(SENTENCEPIECE_FILES, marian.sentencepiece, strict=True):
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(proto)

@@ -29,7 +29,13 @@ from keras_transformer.errors import ArgumentError, DamagedFileError, MissingDep
 from keras_transformer.importers.marian import MarianModel, decoding_of, existing_file
 from keras_transformer.layers.positional_encoding import positional_encoding
 
-ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}  # -> Keras'
+ACTIVATIONS = {  # -> the package's
+    "relu": "relu",
+    "swish": "silu",
+    "silu": "silu",
+    "gelu": "gelu",
+    "quick_gelu": "gelu_sigmoid",
+}
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's, which Hugging Face's Marian uses
 PAD_PIECE = "<pad>"
 # transformers' defaults of the generation settings a config may leave out.

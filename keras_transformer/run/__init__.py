@@ -22,6 +22,7 @@ from keras_transformer.run.evaluate import evaluate, score_pairs, score_translat
 from keras_transformer.run.export import (
     export,
     export_ctranslate2_run,
+    export_hugging_face_run,
     export_litert_run,
     export_marian_run,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "evaluate",
     "export",
     "export_ctranslate2_run",
+    "export_hugging_face_run",
     "export_litert_run",
     "export_marian_run",
     "import_marian",

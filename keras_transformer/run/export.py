@@ -1,5 +1,5 @@
 """Exporting a trained run: a SavedModel for TF Serving, a CTranslate2 model, LiteRT, or an
-OPUS-MT (Marian) model directory."""
+OPUS-MT model directory in Marian's layout or Hugging Face's."""
 
 import os
 
@@ -118,6 +118,32 @@ def export_marian_run(
     translator = make_translator(run_dir, checkpoint, **kw)
     directory = directory or os.path.join(base_dir, f"{RunDirectory(run_dir).name}-marian")
     return export_marian(translator, directory)
+
+
+def export_hugging_face_run(
+    run_dir: str,
+    directory: str | None = None,
+    base_dir: str = SAVED_MODELS_DIR,
+    checkpoint: str = "best",
+    **kw,
+) -> str:
+    """Exports a run in Hugging Face's layout of OPUS-MT models (see
+    `export_hugging_face`), which `transformers`' `MarianMTModel` and `import` read.
+
+    `directory` defaults to `{base_dir}/{run name}-hugging_face`; other keyword
+    arguments go to the `Translator` whose beam and length normalization
+    `generation_config.json` records.
+
+    Examples:
+        ```python
+        export_hugging_face_run("runs/numbers")  # saved_models/numbers-hugging_face
+        ```
+    """
+    from keras_transformer.export.hugging_face import export_hugging_face
+
+    translator = make_translator(run_dir, checkpoint, **kw)
+    name = f"{RunDirectory(run_dir).name}-hugging_face"
+    return export_hugging_face(translator, directory or os.path.join(base_dir, name))
 
 
 def default_directory(run_dir, base_dir, export_format, quantization):
