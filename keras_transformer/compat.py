@@ -20,12 +20,23 @@ if not keras.version().startswith(KERAS_RELEASE + "."):
         stacklevel=2,
     )
 
-__all__ = ["in_symbolic_scope", "loss_tracker", "symbolic_build", "replace_symbolic_build"]
+__all__ = [
+    "in_symbolic_scope",
+    "loss_tracker",
+    "distribute_strategy",
+    "symbolic_build",
+    "replace_symbolic_build",
+]
 
 
 def loss_tracker(model):
     """The `keras.metrics.Mean` in which `keras.Model.train_step` logs the loss."""
     return model._loss_tracker
+
+
+def distribute_strategy(model):
+    """The `tf.distribute` strategy `model` was made under, or None."""
+    return model._distribute_strategy
 
 
 def symbolic_build(model, data_batch):

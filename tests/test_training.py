@@ -536,3 +536,40 @@ def test_train_gives_the_warning_before_it_loads_any_data(tmp_path, monkeypatch)
     finally:
         train_module.log.removeHandler(handler)
     assert any("without bfloat16 instructions" in message for message in messages)
+
+
+def test_fit_traces_its_step_once_and_trains_as_when_the_step_built_the_model(monkeypatch):
+    """`fit` creates the weights and the optimizer's variables before it traces the training
+    step, so the step is traced once instead of twice (a `tf.function` that creates
+    variables is traced again), and training gives the same weights and optimizer state as
+    Keras' own order, which builds them inside the first trace."""
+    import tensorflow as tf
+
+    from keras_transformer.models import train_step as steps
+
+    rng = np.random.default_rng(0)
+    source = rng.integers(3, 20, (8, 6)).astype("int32")
+    target = rng.integers(3, 20, (8, 5)).astype("int32")
+    data = tf.data.Dataset.from_tensor_slices(((source, target[:, :-1]), target[:, 1:]))
+    step, traces = steps.train_step, []
+    monkeypatch.setattr(steps, "train_step", lambda *args: traces.append(1) or step(*args))
+
+    def trained():
+        keras.utils.set_random_seed(0)
+        model = kt.Transformer(1, 16, 2, 32, 20, 20)
+        model.compile(
+            optimizer=kt.transformer_optimizer(16, warmup_steps=10),
+            loss=kt.MaskedSparseCategoricalCrossentropy(),
+            micro_batches=2,
+        )
+        traces.clear()
+        model.fit(data.batch(4), epochs=2, verbose=0, shuffle=False)
+        return len(traces), model.get_weights() + [v.numpy() for v in model.optimizer.variables]
+
+    traced, weights = trained()
+    monkeypatch.setattr(steps, "build_before_tracing", lambda model: None)  # Keras' order
+    keras_traced, keras_weights = trained()
+    assert (traced, keras_traced) == (1, 2)
+    assert len(weights) == len(keras_weights)
+    for ours, theirs in zip(weights, keras_weights, strict=True):
+        np.testing.assert_array_equal(ours, theirs)
