@@ -713,7 +713,7 @@ def runtimes(run_dir, exports, monkeypatch, capsys):
 
         return translate
 
-    translator = run.make_translator(run_dir)
+    translator = run.make_translator(run_dir, jit_compile=False)  # the reference: no XLA
     serve = tf.saved_model.load(str(exports["saved_model"])).signatures["serving_default"]
     litert = LiteRTTranslator(exports["litert"])
     ctranslate2 = CTranslate2Translator(exports["ctranslate2"])
