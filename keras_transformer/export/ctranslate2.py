@@ -140,7 +140,7 @@ def ctranslate2_spec(model, source_pieces, target_pieces, positions=POSITIONS, s
         _set_linear(spec.decoder.projection, model.final_layer)
     else:  # tied to the target embedding
         spec.decoder.projection.weight = spec.decoder.embeddings.weight
-        spec.decoder.projection.bias = _numpy(model.output_bias)
+        spec.decoder.projection.bias = float32_array(model.output_bias)
 
     spec.decoder.start_from_zero_embedding = model.start_from_zero_embedding
     spec.config.layer_norm_epsilon = model.layer_norm_epsilon
@@ -171,7 +171,9 @@ def _vocabulary(pieces, model_vocab_size, side):
     return pieces + [f"<unused_{i}>" for i in range(len(pieces), model_vocab_size)]
 
 
-def _numpy(variable):
+def float32_array(variable):
+    """A weight's values as a float32 NumPy array (a bfloat16 or float16 weight widened),
+    as CTranslate2's and Marian's files hold them."""
     return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
@@ -192,7 +194,7 @@ def _set_inputs(stack_spec, embedding, scheme, positions):
     (max_positions, D), or the sinusoidal one computed for `positions` rows."""
     embeddings = stack_spec.embeddings  # the encoder's is a list, one per source feature
     embeddings = embeddings[0] if isinstance(embeddings, list) else embeddings
-    embeddings.weight = _numpy(embedding.token_embedding.embeddings)
+    embeddings.weight = float32_array(embedding.token_embedding.embeddings)
     stack_spec.scale_embeddings = True  # Embedding(ids) * sqrt(D)
     if isinstance(scheme, Learned):
         table = embedding.position_encoding.embeddings  # (max_positions, D)
@@ -205,23 +207,23 @@ def _set_inputs(stack_spec, embedding, scheme, positions):
         )  # (positions, D)
     else:
         return  # no table: positions are in the self-attention specs
-    stack_spec.position_encodings.encodings = _numpy(table)
+    stack_spec.position_encodings.encodings = float32_array(table)
 
 
 def _set_norm(norm_spec, norm):
-    norm_spec.gamma = _numpy(norm.gamma)
-    norm_spec.beta = _numpy(norm.beta)
+    norm_spec.gamma = float32_array(norm.gamma)
+    norm_spec.beta = float32_array(norm.beta)
 
 
 def _set_linear(linear_spec, dense):
-    linear_spec.weight = _numpy(dense.kernel).T  # (out, in)
-    linear_spec.bias = _numpy(dense.bias)
+    linear_spec.weight = float32_array(dense.kernel).T  # (out, in)
+    linear_spec.bias = float32_array(dense.bias)
 
 
 def _projections(attention, names):
     """The named projections of `attention`, stacked into one `(out, in)` weight."""
-    weight = np.concatenate([_numpy(getattr(attention, f"{n}_kernel")).T for n in names])
-    bias = np.concatenate([_numpy(getattr(attention, f"{n}_bias")) for n in names])
+    weight = np.concatenate([float32_array(getattr(attention, f"{n}_kernel")).T for n in names])
+    bias = np.concatenate([float32_array(getattr(attention, f"{n}_bias")) for n in names])
     return weight, bias
 
 
@@ -230,12 +232,12 @@ def _set_self_attention(attention_spec, attention, scheme):
     qkv.weight, qkv.bias = _projections(attention, ("query", "key", "value"))
     output.weight, output.bias = _projections(attention, ("output",))
     if isinstance(scheme, ShawRelative):
-        keys, values = (_numpy(w) for w in attention.position_weights)  # (2k + 1, K) each
+        keys, values = (float32_array(w) for w in attention.position_weights)  # (2k + 1, K) each
         attention_spec.relative_position_keys = keys
         attention_spec.relative_position_values = values
     elif isinstance(scheme, T5Bias):
         (bias,) = attention.position_weights  # (buckets, H)
-        attention_spec.relative_attention_bias = _numpy(bias)
+        attention_spec.relative_attention_bias = float32_array(bias)
         attention_spec.relative_attention_max_distance = np.int32(scheme.max_distance)
 
 

@@ -31,11 +31,11 @@ import os
 import shutil
 import tempfile
 
-import keras
 import numpy as np
 import yaml
 
 from keras_transformer.errors import ArgumentError
+from keras_transformer.export.ctranslate2 import float32_array
 from keras_transformer.importers.marian import OPTIONS_KEY, MarianModel
 from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.activations import serialize_activation
@@ -171,7 +171,7 @@ def marian_weights(model, source_ids, target_ids):
     encoder, decoder = model.encoder, model.decoder
 
     def embedding(stack, ids):
-        return _numpy(stack.embedding.token_embedding.embeddings)[ids]  # (V, D)
+        return float32_array(stack.embedding.token_embedding.embeddings)[ids]  # (V, D)
 
     if model.shared_embeddings == "all":
         weights["Wemb"] = embedding(encoder, source_ids)
@@ -179,7 +179,9 @@ def marian_weights(model, source_ids, target_ids):
         weights["encoder_Wemb"] = embedding(encoder, source_ids)
         weights["decoder_Wemb"] = embedding(decoder, target_ids)
     if isinstance(model.positions, Learned):
-        tables = [_numpy(s.embedding.position_encoding.embeddings) for s in (encoder, decoder)]
+        tables = [
+            float32_array(s.embedding.position_encoding.embeddings) for s in (encoder, decoder)
+        ]
         if not np.array_equal(*tables):
             raise ArgumentError(
                 "Marian cannot express this model's two learned position tables: Marian "
@@ -189,13 +191,15 @@ def marian_weights(model, source_ids, target_ids):
     suffix = "_pre" if model.norm_first else ""
 
     def norm(layer, name, suffix=suffix):
-        weights[f"{name}_ln_scale{suffix}"] = _numpy(layer.gamma)[None]  # (1, D)
-        weights[f"{name}_ln_bias{suffix}"] = _numpy(layer.beta)[None]
+        weights[f"{name}_ln_scale{suffix}"] = float32_array(layer.gamma)[None]  # (1, D)
+        weights[f"{name}_ln_bias{suffix}"] = float32_array(layer.beta)[None]
 
     def attention(layer, layer_norm, scope):
         for letter, part in (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output")):
-            weights[f"{scope}_W{letter}"] = _numpy(getattr(layer, f"{part}_kernel"))  # (D, D)
-            weights[f"{scope}_b{letter}"] = _numpy(getattr(layer, f"{part}_bias"))[None]
+            weights[f"{scope}_W{letter}"] = float32_array(
+                getattr(layer, f"{part}_kernel")
+            )  # (D, D)
+            weights[f"{scope}_b{letter}"] = float32_array(getattr(layer, f"{part}_bias"))[None]
         norm(layer_norm, f"{scope}_Wo")
 
     for stack, scope in ((encoder, "encoder"), (decoder, "decoder")):
@@ -207,20 +211,16 @@ def marian_weights(model, source_ids, target_ids):
             if scope == "decoder":
                 attention(block.cross_attention, block.cross_attention_norm, f"{prefix}_context")
             for number, dense in (("1", block.feed_forward.inner), ("2", block.feed_forward.outer)):
-                weights[f"{prefix}_ffn_W{number}"] = _numpy(dense.kernel)  # (in, out)
-                weights[f"{prefix}_ffn_b{number}"] = _numpy(dense.bias)[None]
+                weights[f"{prefix}_ffn_W{number}"] = float32_array(dense.kernel)  # (in, out)
+                weights[f"{prefix}_ffn_b{number}"] = float32_array(dense.bias)[None]
             norm(block.feed_forward_norm, f"{prefix}_ffn_ffn")
     if model.final_layer is None:  # tied to the target embedding
-        bias = _numpy(model.output_bias)
+        bias = float32_array(model.output_bias)
     else:
-        bias = _numpy(model.final_layer.bias)
-        weights["decoder_ff_logit_out_W"] = _numpy(model.final_layer.kernel)[:, target_ids]
+        bias = float32_array(model.final_layer.bias)
+        weights["decoder_ff_logit_out_W"] = float32_array(model.final_layer.kernel)[:, target_ids]
     weights["decoder_ff_logit_out_b"] = bias[target_ids][None]  # (1, V)
     return weights
-
-
-def _numpy(variable):
-    return np.asarray(keras.ops.convert_to_numpy(variable), dtype=np.float32)
 
 
 def marian_model(translator, activations=None, layout="Marian"):
