@@ -468,34 +468,36 @@ def test_a_stopped_then_killed_run_resumes_from_its_newest_readable_backup(tmp_p
     two tests (`test_ctrl_c_stops_the_run_and_train_resumes_it` and
     `test_a_killed_run_resumes_from_its_newest_readable_backup`, itself two tests before)."""
     run_dir, truncated = tmp_path / "numbers", tmp_path / "truncated"
-    every = "train.backup_every_steps=2"
-    stopped = interrupted_train(run_dir, 2, 2, "int", every)  # Ctrl-C after batch 2 of epoch 2
+    every = 2
+    backups_every = f"train.backup_every_steps={every}"
+    # Ctrl-C after batch 2 of epoch 2; resumed, then killed after batch 3 of epoch 3.
+    stopped = interrupted_train(run_dir, 2, 2, "int", backups_every)
     assert stopped.returncode == 130, stopped.stderr[-2000:]
     assert "resume" in stopped.stderr and "Traceback" not in stopped.stderr
     assert not (run_dir / "trained.json").exists()
     assert metrics_epochs(run_dir) == ["0"]
 
-    killed = interrupted_train(run_dir, 3, 3, "kill", every)  # resumed, then killed in epoch 3
+    killed = interrupted_train(run_dir, 3, 3, "kill", backups_every)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert "resuming from the backup" in killed.stdout and "(epoch 2)" in killed.stdout
     assert metrics_epochs(run_dir) == ["0", "1"]  # epoch 0 was not trained twice
     step = stopped_at_step(killed)
     shutil.copytree(run_dir, truncated)
 
-    resumed = resumed_train(run_dir, every)
+    resumed = resumed_train(run_dir, backups_every)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     restored = int(re.search(r"resuming from the backup at step (\d+)", resumed.stdout).group(1))
-    assert step - 2 < restored <= step, (step, restored)
+    assert step - every < restored <= step, (step, restored)
     assert metrics_epochs(run_dir) == ["0", "1", "2"]
     assert json.loads((run_dir / "trained.json").read_text())["epochs"] == 3
     assert not (run_dir / "backup").exists()
 
     backups = sorted((truncated / "backup").glob("step-*"))
     assert len(backups) == 2
-    assert int(backups[0].name[5:]) + 2 == int(backups[1].name[5:]) == restored, backups
+    assert int(backups[0].name[5:]) + every == int(backups[1].name[5:]) == restored, backups
     newest = backups[-1] / "state.weights.h5"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
-    resumed = resumed_train(truncated, every)
+    resumed = resumed_train(truncated, backups_every)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"backup {backups[-1]} is unreadable" in resumed.stdout
     assert f"resuming from the backup at step {int(backups[0].name[5:])}" in resumed.stdout
