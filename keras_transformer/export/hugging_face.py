@@ -26,7 +26,12 @@ import os
 import numpy as np
 
 from keras_transformer.errors import ArgumentError, MissingDependencyError
-from keras_transformer.export.marian import marian_model, write_sentencepiece, write_staged
+from keras_transformer.export.marian import (
+    check_new_directory,
+    marian_model,
+    write_sentencepiece,
+    write_staged,
+)
 from keras_transformer.importers.hugging_face import LAYER_NAMES, PAD_PIECE
 from keras_transformer.inference.translator import Translator
 from keras_transformer.layers.positional_encoding import positional_encoding
@@ -146,8 +151,7 @@ def export_hugging_face(translator: Translator, directory: str) -> str:
             'Writing model.safetensors needs the `safetensors` package: pip install "keras-'
             'transformer-nmt[opus-mt]"'
         ) from error
-    if os.path.exists(directory):
-        raise FileExistsError(f"{os.fspath(directory)!r} exists; choose a new directory.")
+    check_new_directory(directory)  # before the conversion, which takes seconds
     layout = "Hugging Face's Marian"
     marian = marian_model(translator, ACTIVATIONS, layout)
     options = marian.options

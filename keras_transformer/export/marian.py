@@ -266,6 +266,12 @@ def marian_model(translator, activations=None, layout="Marian"):
     )
 
 
+def check_new_directory(directory):
+    """A `FileExistsError` if `directory` exists: an export writes a new one only."""
+    if os.path.exists(directory):
+        raise FileExistsError(f"{os.fspath(directory)!r} exists; choose a new directory.")
+
+
 def write_staged(directory, write):
     """Calls `write(staging)` on a new directory beside `directory`, then moves it into
     place: a refused or interrupted export leaves nothing behind.
@@ -274,8 +280,7 @@ def write_staged(directory, write):
         FileExistsError: if `directory` exists.
     """
     directory = os.fspath(directory)
-    if os.path.exists(directory):
-        raise FileExistsError(f"{directory!r} exists; choose a new directory.")
+    check_new_directory(directory)  # again: another process may have made it meanwhile
     parent = os.path.dirname(os.path.abspath(directory))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(directory)}-", dir=parent)
@@ -314,8 +319,7 @@ def export_marian(translator: Translator, directory: str) -> str:
         # keras-transformer import --format marian --model-dir opus-mt-de-en-mine ...
         ```
     """
-    if os.path.exists(directory):
-        raise FileExistsError(f"{os.fspath(directory)!r} exists; choose a new directory.")
+    check_new_directory(directory)  # before the conversion, which takes seconds
     marian = marian_model(translator)
     weights = dict(marian.weights)
     weights[OPTIONS_KEY] = np.frombuffer(
