@@ -4,10 +4,10 @@ The names most programs need are here (`kt.Transformer`,
 `kt.transformer_optimizer`, `kt.Translator`, `kt.DecodeOptions`, `kt.export_translator`,
 `kt.import_marian`, ...);
 the subpackages `kt.layers`, `kt.models`, `kt.text`, `kt.datasets`,
-`kt.training`, `kt.inference`, `kt.export`, `kt.importers` and `kt.run` hold the
-rest. Importing the package loads what Keras needs to load a saved model (the
-layers, the model and the training objects); the other subpackages load on
-first use.
+`kt.training`, `kt.inference`, `kt.export`, `kt.importers`, `kt.run` and `kt.beam`
+(Apache Beam, the `beam` extra) hold the rest. Importing the package loads what
+Keras needs to load a saved model (the layers, the model and the training
+objects); the other subpackages load on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the names below, as type checkers and the API reference rea
 __getattr__, __dir__ = lazy_attributes(
     __name__,
     {
+        "beam": "keras_transformer.beam",
         "datasets": "keras_transformer.datasets",
         "export": "keras_transformer.export",
         "importers": "keras_transformer.importers",

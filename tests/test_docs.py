@@ -164,15 +164,24 @@ def subcommand_options():
     }
 
 
+def beam_options():
+    """The names of Apache Beam's pipeline options (`--direct_num_workers`, `--project`,
+    ...), which `translate-corpus` hands to Beam."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return {f"--{name}" for name in PipelineOptions([]).get_all_options(drop_default=False)}
+
+
 def test_documented_commands_and_options_exist():
     options = subcommand_options()
+    options["translate-corpus"] |= beam_options()
     checked = 0
     for page in PAGES:
         for line, words in documented_commands(page):
             words = [w for w in words if w != "--verbose"]
             assert words[0] in options, f"{page}:{line}: no command {words[0]!r}"
             for word in words[1:]:
-                flag = re.match(r"\[?(--[a-z0-9-]+)", word)
+                flag = re.match(r"\[?(--[a-z0-9_-]+)", word)
                 assert flag is None or flag.group(1) in options[words[0]], (
                     f"{page}:{line}: `{words[0]}` has no option {flag.group(1)}"
                 )
@@ -183,7 +192,7 @@ def test_documented_commands_and_options_exist():
 def test_the_cli_reference_lists_every_option():
     with open(os.path.join(REPO, "docs", "cli.md"), encoding="utf-8") as f:
         reference = f.read().split("\n## Options\n")[1]
-    sections = dict(re.findall(r"^### (\w+)\n(.*?)(?=^### |\Z)", reference, re.S | re.M))
+    sections = dict(re.findall(r"^### ([\w-]+)\n(.*?)(?=^### |\Z)", reference, re.S | re.M))
     for command, options in subcommand_options().items():
         assert command in sections, f"docs/cli.md has no section for `{command}`"
         listed = set(re.findall(r"`(--[a-z0-9-]+)", sections[command]))
@@ -265,6 +274,7 @@ API_PAGES = {
             "export",
             "importers",
             "run",
+            "beam",
         ]
     },
 }

@@ -34,6 +34,7 @@ RANKS = {
     "inference": 4,
     "export": 5,
     "importers": 5,
+    "beam": 6,
     "config": 6,
     "model_section": 6,
     "config_reference": 6,

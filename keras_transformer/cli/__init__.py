@@ -10,6 +10,8 @@
                                 [--sample --temperature T --top-k K --top-p P --seed S]
                                 [--max-length-a A --max-length-b B --min-length N
                                  --no-repeat-ngram-size N] ...
+    keras-transformer translate-corpus --saved-model saved_models/numbers/1 \\
+                                --input 'data/*.de.gz' --output out/ [Beam's options]
     keras-transformer score     --run-dir runs/numbers --source FILE --target FILE
     keras-transformer export    --run-dir runs/numbers [--name numbers_en_de] [--version 3] [--xla]
     keras-transformer export    --run-dir runs/numbers --format ctranslate2 [--quantization int8]
@@ -30,6 +32,7 @@ import sys
 import traceback
 
 from keras_transformer import startup
+from keras_transformer.cli.commands import run_translate_corpus
 from keras_transformer.cli.parser import parser
 from keras_transformer.errors import UserError
 from keras_transformer.validation import check_tensorflow_backend
@@ -38,7 +41,10 @@ USER_ERRORS = (UserError, FileNotFoundError, FileExistsError)
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    args, unknown = parser().parse_known_args(argv)
+    if unknown and args.command is not run_translate_corpus:  # the rest go to Beam
+        parser().error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.pipeline_args = unknown
     if args.verbose:
         sys.stderr.write(startup.captured)
     print_package_log()

@@ -178,6 +178,26 @@ def run_translate(args):
             print(hypotheses[0][0])
 
 
+def run_translate_corpus(args):
+    from keras_transformer import beam
+    from keras_transformer.run.engines import newest_version
+
+    saved_model = newest_version(args.saved_model) or args.saved_model
+    report = beam.translate_corpus(
+        saved_model,
+        args.input,
+        args.output,
+        signature=args.signature,
+        batch_size=args.batch_size,
+        pipeline_args=[f"--runner={args.runner}", *args.pipeline_args],
+    )
+    print(
+        f"{report.lines} lines of {report.files} files translated into {args.output}; "
+        f"{report.malformed} not UTF-8 ({beam.MALFORMED_FILE}), "
+        f"{report.truncated} cut to the model's source length ({beam.TRUNCATED_FILE})"
+    )
+
+
 def input_sentences(arguments):
     """The sentences given as arguments, or else the lines of standard input, read as
     UTF-8 (an `ArgumentError` names a line or argument that is not)."""

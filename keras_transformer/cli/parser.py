@@ -12,6 +12,7 @@ from keras_transformer.cli.commands import (
     run_score,
     run_train,
     run_translate,
+    run_translate_corpus,
 )
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.saved_model import SAVED_MODELS_DIR
@@ -37,6 +38,7 @@ def parser():
         add_train,
         add_evaluate,
         add_translate,
+        add_translate_corpus,
         add_score,
         add_export,
         add_average,
@@ -129,6 +131,48 @@ def add_translate(commands):
         decode_option(translate, name, f"(default: {getattr(defaults, name)})")
         translate.set_defaults(**{name: getattr(defaults, name)})
     translate.set_defaults(command=run_translate)
+
+
+def add_translate_corpus(commands):
+    corpus = commands.add_parser(
+        "translate-corpus",
+        help="translate text files with a SavedModel on Apache Beam (the beam extra); "
+        "options this command does not know go to Beam (--direct_num_workers=2, ...)",
+    )
+    corpus.add_argument(
+        "--saved-model",
+        required=True,
+        help="an exported SavedModel version directory, or TF Serving's model directory "
+        "(its newest version)",
+    )
+    corpus.add_argument(
+        "--input",
+        action="append",
+        required=True,
+        help="a file or glob of files, plain or .gz, one sentence a line; repeat for more",
+    )
+    corpus.add_argument(
+        "--output", required=True, help="directory of the translations, one file an input"
+    )
+    corpus.add_argument(
+        "--signature",
+        default="serving_default",
+        choices=[
+            "serving_default",
+            "translate_n_best",
+            "translate_with_prefix",
+            "translate_constrained",
+        ],
+        help="the SavedModel signature to call; with_prefix reads source<TAB>prefix lines, "
+        "constrained source<TAB>phrase<TAB>... lines (default: serving_default)",
+    )
+    corpus.add_argument(
+        "--batch-size", type=positive_int, default=64, help="sentences a call (default: 64)"
+    )
+    corpus.add_argument(
+        "--runner", default="DirectRunner", help="Beam's runner (default: DirectRunner)"
+    )
+    corpus.set_defaults(command=run_translate_corpus, pipeline_args=[])
 
 
 def add_score(commands):

@@ -99,6 +99,16 @@ class SavedModelTranslator:
         result = self._loaded.signatures[N_BEST_SIGNATURE](inputs=sentences)
         return Translations.of(result["translations"], result["scores"], self.truncated(sentences))
 
+    def signature(self, name):
+        """The concrete function of the signature `name` (`export_translator` lists them),
+        or an `ArgumentError` naming those the SavedModel has."""
+        if name not in self._loaded.signatures:
+            raise ArgumentError(
+                f"The SavedModel in {self.directory!r} has no signature {name!r}; it has "
+                f"{', '.join(sorted(self._loaded.signatures))}."
+            )
+        return self._loaded.signatures[name]
+
     def truncated(self, sentences):
         """Which of `sentences` `(B,)` are cut to `max_source_length`: bool array `(B,)`."""
         self._check_written("truncated")
