@@ -127,12 +127,16 @@ def test_train_writes_the_run_directory(run, capsys):
     assert "nothing to do" in capsys.readouterr().out
 
 
-def test_evaluate_reports_sacrebleu_and_writes_hypotheses(run, capsys):
-    assert cli("evaluate", "--run-dir", run, "--beam-size", 1) == 0
+def test_evaluate_reports_sacrebleu_and_writes_hypotheses(run, capsys, tmp_path):
+    """Into the file `--output` names, which is the file itself for one beam size."""
+    output = tmp_path / "greedy.txt"
+    assert cli("evaluate", "--run-dir", run, "--beam-size", 1, "--output", output) == 0
     out = capsys.readouterr().out
     assert "BLEU (cased)" in out and "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in out
     assert "chrF" in out and "BLEU (lowercased)" in out and "BLEU (intl, lc)" in out
-    with open(run / "test.best.beam1.hyp.txt", encoding="utf-8") as f:
+    assert json.loads(out.splitlines()[-1])["hypotheses"] == str(output)
+    assert not (tmp_path / "greedy.beam1.txt").exists()
+    with open(output, encoding="utf-8") as f:
         assert len(f.read().splitlines()) == 1000
 
 

@@ -49,7 +49,8 @@ def evaluate(
         beam_size: 1 for greedy search; a list (e.g. `[1, 4]`) decodes with
             each, loading the model once. Defaults to `decode.beam_size`.
         alpha: length penalty; defaults to `decode.alpha`.
-        output: the hypotheses file; defaults to
+        output: the hypotheses file (with several beam sizes, one a beam size
+            `k`, named with `.beam{k}` before its extension); defaults to
             `{run_dir}/{split}.{checkpoint}.beam{k}.hyp.txt`.
         source: a file of source sentences, one a line (plain or `.gz`).
         reference: its reference translations, line for line.
@@ -78,7 +79,7 @@ def evaluate(
     results = []
     for translator in made:
         path = output or run.hypotheses_path(split, checkpoint, translator.beam_size)
-        if output and several:
+        if output and len(beam_sizes) > 1:  # a file a beam size
             path = "{0}.beam{2}{1}".format(*os.path.splitext(output), translator.beam_size)
         hypotheses = translate_lines(translator, corpus.sources, config["decode"]["batch_size"])
         result = {
