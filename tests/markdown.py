@@ -28,4 +28,5 @@ def block_after(page, after, language="python"):
     """The first `language` block of a page that follows the line containing `after`."""
     with open(os.path.join(REPO, page), encoding="utf-8") as f:
         text = f.read()
-    return FENCE.search(text, text.index(after)).group(2)
+    start = text.index(after)
+    return next(m.group(2) for m in FENCE.finditer(text, start) if m.group(1) == language)
