@@ -332,9 +332,10 @@ def test_imported_searches_find_what_ctranslate2s_marian_conversion_finds(import
     """An imported run decodes as its `decoder.yml` says Marian decodes it (beam 4,
     log P / |Y| ** 0.6, a sentence done once 4 hypotheses have ended): CTranslate2's
     conversion with that beam and length penalty finds the same pieces for every
-    sentence, outputs cut at the length limit too. So does greedy search. The package's
-    exact beam search (no patience) finds the same or an output CTranslate2's own score
-    ranks higher. (CTranslate2 allows EOS from the first step with
+    sentence, outputs cut at the length limit too (a limit of 1 cuts every output that does
+    not end at once, whatever the random weights make of the rest). So does greedy search.
+    The package's exact beam search (no patience) finds the same or an output CTranslate2's
+    own score ranks higher. (CTranslate2 allows EOS from the first step with
     `min_decoding_length=0`, as the package and Marian do.)"""
     model_dir, run_dir = imported[name]
     decode = json.load(open(os.path.join(run_dir, "config.json")))["decode"]
@@ -363,7 +364,7 @@ def test_imported_searches_find_what_ctranslate2s_marian_conversion_finds(import
         return [r.hypotheses[0] for r in results], [r.scores[0] for r in results]
 
     cut = 0
-    for beam, max_length in [(1, 30), (4, 30), (4, 8)]:
+    for beam, max_length in [(1, 30), (4, 30), (4, 8), (4, 1)]:
         theirs, _ = ctranslate2s(beam, max_length)
         translator = kt.run.make_translator(
             run_dir, beam_size=beam, max_length=max_length, jit_compile=False
