@@ -5,12 +5,13 @@ Writes a Marian model directory of OPUS-MT's size (6 + 6 layers, d_model 512, 8 
 Multi30k's German and English when `MULTI30K_DIR` has it, else on the numbers corpus),
 times `import_marian`, then translates the same sentences with
 
-- the imported run's `Translator`, with XLA (its default) and without, greedy and beam 4;
+- the imported run's `Translator`, with XLA (its default) and without, greedy and beam 4,
+  and without XLA in bfloat16 (`compute_dtype="bfloat16"`);
 - CTranslate2 on the same directory converted by its own `OpusMTConverter`, float32 and
   int8, greedy and beam 4, with `--ct2-threads` intra-op threads (2 by default: float32 is
   faster with two on a 2-core VM, int8 with one);
-- the imported run's default SavedModel (what stock TF Serving runs) and LiteRT float32
-  export, each at beam 4, one sentence a call;
+- the imported run's default SavedModel (what stock TF Serving runs), float32 and
+  bfloat16, and LiteRT float32 export, each at beam 4, one sentence a call;
 
 and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
 float32's, a batch's sentences per second, and the files' sizes. EOS gets a very negative
@@ -87,7 +88,7 @@ def per_second(translate_batch, sentences):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sentences", type=int, default=40)
+    parser.add_argument("--sentences", type=int, default=32, help="also the batch's size")
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--ct2-threads", type=int, default=2, help="CTranslate2 intra_threads")
     args = parser.parse_args()
@@ -123,11 +124,17 @@ def main():
     print(f"{len(sentences)} sentences, {np.mean([len(p) for p in source_pieces]):.1f} pieces each")
     pieces_of = dict(zip(sentences, source_pieces, strict=True))
     engines = {}
-    for xla, beam in [(xla, beam) for xla in (True, False) for beam in (1, 4)]:
+    kinds = {"translator": (True, "float32"), "translator_no_xla": (False, "float32")}
+    kinds["translator_bf16"] = (False, "bfloat16")
+    for (kind, (xla, dtype)), beam in [(kind, beam) for kind in kinds.items() for beam in (1, 4)]:
         translator = run.make_translator(
-            run_dir, beam_size=beam, max_length=args.max_length, jit_compile=xla
+            run_dir,
+            beam_size=beam,
+            max_length=args.max_length,
+            jit_compile=xla,
+            compute_dtype=dtype,
         )
-        engines[f"translator{'' if xla else '_no_xla'}_beam{beam}"] = (
+        engines[f"{kind}_beam{beam}"] = (
             lambda s, t=translator: t([s]),
             lambda batch, t=translator: t(tf.constant(batch)),
         )
@@ -155,6 +162,17 @@ def main():
     results["saved_model_bytes"] = directory_size(saved)
     serving = tf.saved_model.load(saved).signatures["serving_default"]
     engines["saved_model_beam4"] = (lambda s: serving(inputs=tf.constant([s])), None)
+    saved_bf16 = run.export(
+        run_dir,
+        "bf16",
+        base_dir=os.path.join(work, "saved"),
+        beam_size=4,
+        max_length=args.max_length,
+        compute_dtype="bfloat16",
+    )
+    results["saved_model_bf16_bytes"] = directory_size(saved_bf16)
+    serving_bf16 = tf.saved_model.load(saved_bf16).signatures["serving_default"]
+    engines["saved_model_bf16_beam4"] = (lambda s: serving_bf16(inputs=tf.constant([s])), None)
     litert = run.export_litert_run(
         run_dir, os.path.join(work, "litert"), beam_size=4, max_length=args.max_length
     )
@@ -178,6 +196,7 @@ def main():
         "ct2_float32_bytes",
         "ct2_int8_bytes",
         "saved_model_bytes",
+        "saved_model_bf16_bytes",
         "litert_bytes",
     ):
         print(f"{key:22}{results[key] / 2**20:10.1f} MiB")

@@ -155,6 +155,7 @@ def run_translate(args):
         options=run_options(args.run_dir[0], flags),
         shortlist=args.shortlist,
         jit_compile=args.xla,
+        compute_dtype=args.compute_dtype,
         # One batch decodes in one cache: tracing a loop per cache size costs more than
         # the short caches save (docs/cli.md).
         grow_cache=len(sentences) > BATCH_SIZE,
@@ -252,6 +253,11 @@ def run_export(args):
 
     if args.max_source_length and args.format != "litert":
         raise ArgumentError("--max-source-length is for --format litert.")
+    if args.compute_dtype != "float32" and args.format != "saved_model":
+        raise ArgumentError(
+            "--compute-dtype is for SavedModel exports; --format ctranslate2 and litert "
+            "take --quantization."
+        )
     options = run_options(args.run_dir, decode_flags(args))
     if args.format in ("marian", "hugging_face"):
         if args.quantization or args.n_best or args.shortlist:
@@ -296,6 +302,7 @@ def run_export(args):
         n_best=args.n_best,
         options=options,
         shortlist=args.shortlist,
+        compute_dtype=args.compute_dtype,
     )
     print(f"exported: {path}")
 

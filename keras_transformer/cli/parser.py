@@ -17,6 +17,7 @@ from keras_transformer.cli.commands import (
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export.saved_model import SAVED_MODELS_DIR
 from keras_transformer.inference.options import OPTION_RULES, RUN, SAMPLING, DecodeOptions
+from keras_transformer.inference.translator import COMPUTE_DTYPES
 
 DESCRIPTION = "train, evaluate, translate, export and average from a terminal"
 CONFIG_HELP = (
@@ -24,6 +25,17 @@ CONFIG_HELP = (
     "a packaged recipe (multi30k_de_en)"
 )
 # The `DecodeOptions` fields that evaluate, translate and export take as flags.
+
+
+def compute_dtype_argument(parser):
+    """`--compute-dtype`: the weights and products of the search (`Translator`)."""
+    parser.add_argument(
+        "--compute-dtype",
+        choices=COMPUTE_DTYPES,
+        default="float32",
+        help="bfloat16: the search holds the weights in bfloat16, faster in batches on CPUs "
+        "with bfloat16 instructions, outputs may differ (default: float32)",
+    )
 
 
 def parser():
@@ -126,6 +138,7 @@ def add_translate(commands):
         help="compile the search with XLA: faster per sentence, but each new batch and "
         "length shape first compiles for seconds",
     )
+    compute_dtype_argument(translate)
     defaults = DecodeOptions()
     for name in DecodeOptions.names(flags=SAMPLING):
         decode_option(translate, name, f"(default: {getattr(defaults, name)})")
@@ -232,6 +245,7 @@ def add_export(commands):
         help="compile the search with XLA (faster; TF Serving then needs "
         "--xla_cpu_compilation_enabled=true)",
     )
+    compute_dtype_argument(export)
     export.add_argument(
         "--n-best",
         type=positive_int,

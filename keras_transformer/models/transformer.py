@@ -261,9 +261,31 @@ class Transformer(PackedTraining, IncrementalDecoding, keras.Model):
             model = keras.models.load_model("runs/x/model.keras").float32_copy()
             ```
         """
-        if self.compute_dtype == "float32":
+        return self.dtype_copy("float32")
+
+    def dtype_copy(self, dtype):
+        """This model under the dtype policy `dtype`, its weights cast to the policy's.
+
+        `dtype_copy("bfloat16")` holds every weight in bfloat16 and computes in
+        it (layer normalization and the softmax of attention widen to float32
+        inside), so a decoding step reads half the bytes of weights; the
+        searches still rank in float32 (`decode_step` widens the logits).
+
+        Args:
+            dtype: a Keras dtype policy name (`"float32"`, `"bfloat16"`,
+                `"mixed_bfloat16"`, ...).
+
+        Returns:
+            A new built `Transformer`, or this model if its policy is `dtype`.
+
+        Examples:
+            ```python
+            half = model.dtype_copy("bfloat16")
+            ```
+        """
+        if self.dtype_policy.name == dtype:
             return self
-        copy = type(self).from_config({**self.get_config(), "dtype": "float32"})
+        copy = type(self).from_config({**self.get_config(), "dtype": dtype})
         one = ops.ones((1, 2), "int32")
         copy((one, one))  # build the weights
         copy.set_weights(self.get_weights())

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras_transformer.config import decode_options
 from keras_transformer.errors import ArgumentError, RunError
 from keras_transformer.inference import DecodeOptions, Ensemble, Shortlist, Translator
+from keras_transformer.inference.translator import in_compute_dtype
 from keras_transformer.models import Transformer
 from keras_transformer.run.data import corpus_split
 from keras_transformer.run.directory import RunDirectory
@@ -118,6 +119,7 @@ def translators(
     shortlist: int | None = None,
     jit_compile: bool = True,
     grow_cache: bool = True,
+    compute_dtype: str = "float32",
     **option_values,
 ) -> tuple[list[Translator], dict]:
     """`([Translator per beam size], config)` of a trained run (or runs), loaded once.
@@ -139,6 +141,8 @@ def translators(
             (`load_shortlist`), 0 for none; None: `decode.shortlist`.
         jit_compile: whether the searches compile with XLA.
         grow_cache: whether the searches grow their cache (`Translator`).
+        compute_dtype: `"float32"` or `"bfloat16"` weights and products in
+            the searches (`Translator`).
         **option_values: further fields of `DecodeOptions`; None keeps the
             options' value.
 
@@ -148,6 +152,7 @@ def translators(
         ```
     """
     config, model, source, target = load_models(run_dir, checkpoint)
+    model = in_compute_dtype(model, compute_dtype)  # once for every beam size
     given = {"alpha": alpha, "max_length": max_length, **option_values}
     if options is None:
         options = decode_options(config)
@@ -164,6 +169,7 @@ def translators(
             jit_compile=jit_compile,
             grow_cache=grow_cache,
             shortlist=loaded,
+            compute_dtype=compute_dtype,
         )
         for beam_size in beam_sizes
     ]
@@ -190,7 +196,7 @@ def make_translator(
         max_length: most target tokens to generate.
         **arguments: the keyword arguments of `translators` (`options`, a
             `DecodeOptions` to start from instead of the config's;
-            `shortlist`, `jit_compile`, `grow_cache`), and further options by
+            `shortlist`, `jit_compile`, `grow_cache`, `compute_dtype`), and further options by
             name (`n_best`, `sample`, `temperature`, `top_k`, `top_p`, `seed`,
             and the length options `max_length_a`, `max_length_b`,
             `min_length`, `no_repeat_ngram_size`, which also default to the
