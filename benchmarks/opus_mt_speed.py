@@ -8,18 +8,21 @@ times `import_marian`, then translates the same sentences with
 - the imported run's `Translator`, with XLA (its default) and without, greedy and beam 4,
   and without XLA in bfloat16 (`compute_dtype="bfloat16"`);
 - CTranslate2 on the same directory converted by its own `OpusMTConverter`, float32 and
-  int8, greedy and beam 4, with `--ct2-threads` intra-op threads (2 by default: float32 is
-  faster with two on a 2-core VM, int8 with one);
+  int8, greedy and beam 4, with each of `--ct2-threads` intra-op thread counts (1 and 2 by
+  default: float32 is faster with two on a 2-core VM, int8 often with one);
 - the imported run's default SavedModel (what stock TF Serving runs), float32 and
-  bfloat16, and LiteRT float32 export, each at beam 4, one sentence a call;
+  bfloat16, at beam 4, and its LiteRT exports, float32 and dynamic int8, greedy and beam 4,
+  each one sentence a call;
 
 and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
-float32's, a batch's sentences per second, and the files' sizes. EOS gets a very negative
+float32's at its faster thread count, a batch's sentences per second, the files' sizes, and
+for each of the four rows (greedy and beam 4, one sentence and the batch) the package's
+fastest engine over CTranslate2 int8's fastest thread count. EOS gets a very negative
 output bias, so every engine writes `--max-length` pieces for every sentence (checked for
 the `Translator` and CTranslate2 float32).
 
     MULTI30K_DIR=../shared/data/multi30k python benchmarks/opus_mt_speed.py [--sentences 40] \
-        [--ct2-threads 2]
+        [--ct2-threads 1,2]
 
 The last line is JSON.
 """
@@ -31,6 +34,7 @@ import os
 import sys
 import tempfile
 import time
+from fnmatch import fnmatch
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -86,11 +90,39 @@ def per_second(translate_batch, sentences):
     return len(sentences) / (time.perf_counter() - start)
 
 
+def ct2_engine(engine, options, pieces_of):
+    """`(one sentence, batch)` calls of a CTranslate2 translator with `options`."""
+    return (
+        lambda s: engine.translate_batch([pieces_of[s]], **options),
+        lambda batch: engine.translate_batch([pieces_of[s] for s in batch], **options),
+    )
+
+
+def fastest_against_ct2_int8(latency, throughput):
+    """Per row, `(the package's fastest engine, its speed over CTranslate2 int8's fastest)`."""
+    rows = {}
+    for beam in (1, 4):
+        search = "greedy" if beam == 1 else "beam4"
+        for row, values, better in [
+            (f"{search}_one", latency, min),
+            (f"{search}_batch", throughput, max),
+        ]:
+            ours = {k: v for k, v in values.items() if k.endswith(f"beam{beam}")}
+            theirs = better(v for k, v in ours.items() if k.startswith("ct2_int8"))
+            ours = {k: v for k, v in ours.items() if not k.startswith("ct2_")}
+            name = better(ours, key=ours.get)
+            ratio = theirs / ours[name] if better is min else ours[name] / theirs
+            rows[row] = (name, round(ratio, 2))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=32, help="also the batch's size")
     parser.add_argument("--max-length", type=int, default=32)
-    parser.add_argument("--ct2-threads", type=int, default=2, help="CTranslate2 intra_threads")
+    parser.add_argument(
+        "--ct2-threads", default="1,2", help="CTranslate2 intra_threads counts, comma-separated"
+    )
     args = parser.parse_args()
     import ctranslate2
     from ctranslate2.converters import OpusMTConverter
@@ -144,18 +176,18 @@ def main():
         converted = os.path.join(work, f"ct2_{compute_type}")
         OpusMTConverter(model_dir).convert(converted, quantization=compute_type)
         results[f"ct2_{compute_type}_bytes"] = directory_size(converted)
-        engine = ctranslate2.Translator(converted, intra_threads=args.ct2_threads)
-        if compute_type == "float32":
-            hypotheses = engine.translate_batch(source_pieces, max_decoding_length=args.max_length)
-            assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
-        for beam in (1, 4):
-            options = dict(beam_size=beam, max_decoding_length=args.max_length)
-            engines[f"ct2_{compute_type}_beam{beam}"] = (
-                lambda s, e=engine, o=options: e.translate_batch([pieces_of[s]], **o),
-                lambda batch, e=engine, o=options: e.translate_batch(
-                    [pieces_of[s] for s in batch], **o
-                ),
-            )
+        for threads in [int(n) for n in args.ct2_threads.split(",")]:
+            engine = ctranslate2.Translator(converted, intra_threads=threads)
+            if compute_type == "float32":
+                hypotheses = engine.translate_batch(
+                    source_pieces, max_decoding_length=args.max_length
+                )
+                assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
+            for beam in (1, 4):
+                options = dict(beam_size=beam, max_decoding_length=args.max_length)
+                engines[f"ct2_{compute_type}_{threads}t_beam{beam}"] = ct2_engine(
+                    engine, options, pieces_of
+                )
     saved = run.export(
         run_dir, base_dir=os.path.join(work, "saved"), beam_size=4, max_length=args.max_length
     )
@@ -173,31 +205,42 @@ def main():
     results["saved_model_bf16_bytes"] = directory_size(saved_bf16)
     serving_bf16 = tf.saved_model.load(saved_bf16).signatures["serving_default"]
     engines["saved_model_bf16_beam4"] = (lambda s: serving_bf16(inputs=tf.constant([s])), None)
-    litert = run.export_litert_run(
-        run_dir, os.path.join(work, "litert"), beam_size=4, max_length=args.max_length
-    )
-    results["litert_bytes"] = directory_size(litert)
-    lite = LiteRTTranslator(litert)
-    engines["litert_beam4"] = (lambda s: lite([s]), None)
+    for quantization, beam in [(q, b) for q in (None, "dynamic_int8") for b in (1, 4)]:
+        kind = f"litert_{quantization or 'float32'}"
+        litert = run.export_litert_run(
+            run_dir,
+            os.path.join(work, f"{kind}_beam{beam}"),
+            beam_size=beam,
+            max_length=args.max_length,
+            quantization=quantization,
+        )
+        results[f"{kind}_bytes"] = directory_size(litert)
+        lite = LiteRTTranslator(litert)
+        engines[f"{kind}_beam{beam}"] = (lambda s, t=lite: t([s]), None)
 
     latency, throughput = {}, {}
     for name, (one, batch) in engines.items():
         latency[name] = one_at_a_time(one, sentences)
         if batch is not None:
             throughput[name] = per_second(batch, sentences)
-    print(f"\n{'engine':24}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
+    print(f"\n{'engine':28}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
     for name in engines:
         beam = name[-1]
-        ratio = latency[name] / latency[f"ct2_float32_beam{beam}"]
+        ct2_float32 = min(v for k, v in latency.items() if fnmatch(k, f"ct2_float32_*_beam{beam}"))
         rate = f"{throughput[name]:14.1f}" if name in throughput else f"{'':14}"
-        print(f"{name:24}{latency[name]:19.1f}{ratio:11.2f}{rate}")
+        print(f"{name:28}{latency[name]:19.1f}{latency[name] / ct2_float32:11.2f}{rate}")
+    results["rows"] = fastest_against_ct2_int8(latency, throughput)
+    print("\nfastest engine of the package over CTranslate2 int8's fastest (speed ratio):")
+    for row, (name, ratio) in results["rows"].items():
+        print(f"  {row:20}{name:28}{ratio:6.2f}x")
     for key in (
         "npz_bytes",
         "ct2_float32_bytes",
         "ct2_int8_bytes",
         "saved_model_bytes",
         "saved_model_bf16_bytes",
-        "litert_bytes",
+        "litert_float32_bytes",
+        "litert_dynamic_int8_bytes",
     ):
         print(f"{key:22}{results[key] / 2**20:10.1f} MiB")
     results.update(latency_ms=latency, sentences_per_s=throughput)
