@@ -20,12 +20,15 @@ COMPUTE_DTYPES = ("float32", "bfloat16")
 
 
 def in_compute_dtype(model, dtype):
-    """`model` (a `Transformer` or an `Ensemble` of them) computing in `dtype`."""
+    """`model` (a `Transformer` or an `Ensemble` of them) computing in `dtype`: the model
+    itself for `"float32"` or when it computes in `dtype` already, else a copy."""
     check_choice("compute_dtype", dtype, COMPUTE_DTYPES)
-    if isinstance(model, Ensemble):
-        return Ensemble([in_compute_dtype(member, dtype) for member in model.models])
     if dtype == "float32":
         return model
+    if isinstance(model, Ensemble):
+        members = [in_compute_dtype(member, dtype) for member in model.models]
+        same = all(a is b for a, b in zip(members, model.models, strict=True))
+        return model if same else Ensemble(members)
     if not isinstance(model, Transformer):
         raise ArgumentError(
             f"compute_dtype={dtype!r} copies a keras_transformer.Transformer (or an Ensemble "
