@@ -12,7 +12,8 @@ times `import_marian`, then translates the same sentences with
   default: float32 is faster with two on a 2-core VM, int8 often with one);
 - the imported run's default SavedModel (what stock TF Serving runs), float32 and
   bfloat16, at beam 4, and its LiteRT exports, float32 and dynamic int8, greedy and beam 4,
-  each one sentence a call;
+  each with one sentence a call (timed one sentence at a time) and with a free batch
+  (`batch_size=None`, timed on the batch);
 
 and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
 float32's at its faster thread count, a batch's sentences per second, the files' sizes, and
@@ -217,10 +218,22 @@ def main():
         results[f"{kind}_bytes"] = directory_size(litert)
         lite = LiteRTTranslator(litert)
         engines[f"{kind}_beam{beam}"] = (lambda s, t=lite: t([s]), None)
+        batched = LiteRTTranslator(
+            run.export_litert_run(
+                run_dir,
+                os.path.join(work, f"{kind}_batches_beam{beam}"),
+                beam_size=beam,
+                max_length=args.max_length,
+                quantization=quantization,
+                batch_size=None,
+            )
+        )
+        engines[f"{kind}_batches_beam{beam}"] = (None, lambda batch, t=batched: t(batch))
 
     latency, throughput = {}, {}
     for name, (one, batch) in engines.items():
-        latency[name] = one_at_a_time(one, sentences)
+        if one is not None:
+            latency[name] = one_at_a_time(one, sentences)
         if batch is not None:
             throughput[name] = per_second(batch, sentences)
     print(f"\n{'engine':28}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
@@ -228,7 +241,10 @@ def main():
         beam = name[-1]
         ct2_float32 = min(v for k, v in latency.items() if fnmatch(k, f"ct2_float32_*_beam{beam}"))
         rate = f"{throughput[name]:14.1f}" if name in throughput else f"{'':14}"
-        print(f"{name:28}{latency[name]:19.1f}{latency[name] / ct2_float32:11.2f}{rate}")
+        if name in latency:
+            print(f"{name:28}{latency[name]:19.1f}{latency[name] / ct2_float32:11.2f}{rate}")
+        else:
+            print(f"{name:28}{'':30}{rate}")
     results["rows"] = fastest_against_ct2_int8(latency, throughput)
     print("\nfastest engine of the package over CTranslate2 int8's fastest (speed ratio):")
     for row, (name, ratio) in results["rows"].items():

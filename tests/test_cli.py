@@ -66,9 +66,9 @@ def run(trained_run, tmp_path):
 
 @pytest.fixture(scope="module")
 def exports(trained_run, tmp_path_factory):
-    """The trained run exported once by the command line: a SavedModel, a LiteRT file and
-    a CTranslate2 model (float32), `{format: directory}`; tests read them, never change
-    them."""
+    """The trained run exported once by the command line: a SavedModel, a LiteRT file that
+    translates any number of sentences a call and a CTranslate2 model (float32),
+    `{format: directory}`; tests read them, never change them."""
     base = tmp_path_factory.mktemp("exports")
     paths = {"saved_model": base / "numbers_en_de" / "1"}
     assert (
@@ -78,6 +78,7 @@ def exports(trained_run, tmp_path_factory):
         pytest.importorskip({"litert": "ai_edge_litert"}.get(name, name))
         paths[name] = base / name
         args = ["--format", name, "--output", paths[name]]
+        args += ["--batch-size", "any"] if name == "litert" else []
         assert cli("export", "--run-dir", trained_run, *args) == 0
     return paths
 
@@ -222,6 +223,11 @@ def test_ctranslate2_export_translates_as_the_run_does_greedily(run, tmp_path, c
     assert "exists" in capsys.readouterr().err
     assert cli("export", "--run-dir", run, "--quantization", "int8") == 2
     assert "--format ctranslate2" in capsys.readouterr().err
+    assert cli(*args, "--output", tmp_path / "b", "--batch-size", "any") == 2
+    assert "error: --batch-size is for --format litert." in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli(*args, "--batch-size", "some")
+    assert "give a positive integer. Received: 'some'" in capsys.readouterr().err
 
 
 def test_translate_prints_n_best_with_scores_from_prefixes_samples_and_ensembles(

@@ -295,3 +295,42 @@ def test_litert_translate_gives_the_translators_outputs_and_scores(small_export)
         with pytest.raises(ArgumentError, match=f"LiteRTTranslator does not take `{name}`"):
             engine.translate(sentences, **{name: value})
     assert engine.translate([])["translations"].shape == (0, 1)
+
+
+@SMALL_EXPORT
+@pytest.mark.parametrize("batch_size", [None, 3])
+def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
+    small_export, tmp_path, monkeypatch, batch_size
+):
+    """A file whose batch is free (`batch_size=None`) takes each call's sentences in one
+    call; one of 3 a call takes them 3 at a time, a short last call padded with empty
+    sources. Both translate and score as the translator does, a batch of one too."""
+    from keras_transformer.export import litert_runtime
+
+    translator, _ = small_export
+    directory = export_litert(translator, tmp_path, max_source_length=8, batch_size=batch_size)
+    engine = LiteRTTranslator(directory)
+    signature = engine._interpreter.get_input_details()[0]["shape_signature"].tolist()
+    assert signature == [batch_size or -1, 8] and engine.batch_size == batch_size
+    calls = []
+    engine.translate_ids = recorded(engine.translate_ids, calls)
+    monkeypatch.setattr(litert_runtime, "BATCH_SIZE", 4)  # a free file's sentences a call
+    sentences = ["eins", "zweiundzwanzig", "", "dreihundert", "   ", "eins " * 20, "sieben"]
+    for given in (sentences, sentences[:1], sentences[2:3], sentences):
+        calls.clear()
+        ours, theirs = translator.translate(given), engine.translate(given)
+        assert theirs.translations.tolist() == ours.translations.tolist(), given
+        np.testing.assert_allclose(theirs.scores, ours.scores, rtol=1e-4, atol=1e-5)
+        rows = [len(ids) for ids, _ in calls]
+        per_call = batch_size or 4
+        expected = [min(per_call, len(given) - start) for start in range(0, len(given), per_call)]
+        assert rows == ([batch_size] * len(expected) if batch_size else expected), rows
+    padded = calls[-1][0][len(sentences) % 3 :]  # the last call's rows past the sentences
+    if batch_size:
+        np.testing.assert_array_equal(padded, np.tile(engine.source_ids(""), (len(padded), 1)))
+    assert engine(sentences) == ours.translations[:, 0].tolist()  # `ours` of `sentences`
+    wrong = np.zeros((2, 8), np.int32)
+    with pytest.raises(ArgumentError, match=rf"shape \({batch_size or 'B'}, 8\)"):
+        engine.translate_ids(np.zeros((0, 8), np.int32) if batch_size is None else wrong)
+    with pytest.raises(ValueError, match="batch_size"):
+        export_litert(translator, tmp_path / "zero", batch_size=0)

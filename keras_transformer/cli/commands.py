@@ -251,8 +251,9 @@ def run_score(args):
 def run_export(args):
     from keras_transformer import run
 
-    if args.max_source_length and args.format != "litert":
-        raise ArgumentError("--max-source-length is for --format litert.")
+    for flag in ("max_source_length", "batch_size"):
+        if getattr(args, flag) and args.format != "litert":
+            raise ArgumentError(f"--{flag.replace('_', '-')} is for --format litert.")
     if args.compute_dtype != "float32" and args.format != "saved_model":
         raise ArgumentError(
             "--compute-dtype is for SavedModel exports; --format ctranslate2 and litert "
@@ -274,7 +275,9 @@ def run_export(args):
         if args.n_best:
             raise ArgumentError("--n-best is for SavedModel exports (translate_n_best).")
         if args.format == "litert":
-            export, extra = run.export_litert_run, {"max_source_length": args.max_source_length}
+            batch_size = None if args.batch_size == "any" else args.batch_size or 1
+            export = run.export_litert_run
+            extra = {"max_source_length": args.max_source_length, "batch_size": batch_size}
         else:
             export, extra = run.export_ctranslate2_run, {}
         path = export(

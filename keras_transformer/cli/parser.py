@@ -231,6 +231,11 @@ def add_export(commands):
         type=positive_int,
         help="LiteRT: the model's fixed source length in pieces, EOS included (default: 64)",
     )
+    export.add_argument(
+        "--batch-size",
+        type=litert_batch_size,
+        help="LiteRT: sentences a call of the model, a number or `any` (default: 1)",
+    )
     export.add_argument("--name", help="model name (default: the run directory's name)")
     export.add_argument("--base-dir", default=SAVED_MODELS_DIR)
     export.add_argument("--version", type=int, help="version (default: the next free one)")
@@ -394,6 +399,11 @@ def positive_int(text):
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"give a positive integer. Received: {text!r}")
     return int(text)
+
+
+def litert_batch_size(text):
+    """A positive integer, or `any` (kept as the string)."""
+    return text if text == "any" else positive_int(text)
 
 
 def beam_sizes_one(text):

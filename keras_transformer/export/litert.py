@@ -4,11 +4,13 @@
 `.tflite` model: the encoder, the cached decoder step and the search loop (a
 LiteRT `WHILE` over the step) run inside it, source ids in, target ids out, with
 LiteRT's built-in ops only (no select-TensorFlow ops, no custom ops). Shapes are
-fixed, which LiteRT's memory planner and delegates need: one sentence
-`(1, max_source_length)` in, `(1, max_length)` target ids and the output's score
-`(1,)` out. One sentence a call is how a
-device translates; a fixed source length costs a padded encoder pass, so it is
-chosen at export (64 pieces by default, EOS included).
+fixed, which LiteRT's memory planner and delegates need: `(batch_size,
+max_source_length)` source ids in, `(batch_size, max_length)` target ids and the
+outputs' scores `(batch_size,)` out. One sentence a call (`batch_size=1`, the
+default) is how a device translates; `batch_size=None` leaves the batch dimension
+free, so that a server or a corpus job translates many sentences a call (the
+interpreter is resized to each call's batch). A fixed source length costs a padded
+encoder pass, so it is chosen at export (64 pieces by default, EOS included).
 
 Tokenization stays outside the model: TensorFlow Text's LiteRT kernels
 (`tflite_registrar`) must be registered with the interpreter, and
@@ -47,6 +49,7 @@ def export_litert(
     directory: str,
     quantization: str | None = None,
     max_source_length: int = MAX_SOURCE_LENGTH,
+    batch_size: int | None = 1,
 ) -> str:
     """Writes `translator`'s search as a LiteRT model, with its tokenizers, to `directory`.
 
@@ -66,6 +69,11 @@ def export_litert(
             included; longer sources are cut to it, as `Translator` cuts them.
             A model with a learned position table reads at most its
             `max_positions`.
+        batch_size: sentences a call of the model: 1 (a device's case), another
+            fixed number (`LiteRTTranslator` pads a short last batch with
+            empty sources), or None for any number (the interpreter is resized
+            to each call's; a tenth or so slower for one sentence than a file of
+            `batch_size=1`).
 
     Returns:
         `directory`, which `LiteRTTranslator` reads.
@@ -74,11 +82,14 @@ def export_litert(
         ```python
         export_litert(translator, "litert/numbers_de_en", quantization="dynamic_int8")
         LiteRTTranslator("litert/numbers_de_en")(["siebzehn"])  # ['seventeen']
+        export_litert(translator, "litert/numbers_de_en-batches", batch_size=None)
         ```
     """
     if quantization is not None:
         check_choice("quantization", quantization, set(QUANTIZATIONS))
     check_positive_int("max_source_length", max_source_length)
+    if batch_size is not None:
+        check_positive_int("batch_size", batch_size)
     if translator.sample or translator.n_best > 1:
         raise ArgumentError(
             "The LiteRT export holds one search with one output a sentence; sampling and "
@@ -107,10 +118,10 @@ def export_litert(
     max_source_length = plain.max_source_length  # at most a learned position table's rows
 
     @tf.function(
-        input_signature=[tf.TensorSpec([1, max_source_length], tf.int32, "source_ids")],
+        input_signature=[tf.TensorSpec([batch_size, max_source_length], tf.int32, "source_ids")],
         autograph=False,
     )
-    def search(source_ids):  # (1, S) -> (1, max_length), (1,)
+    def search(source_ids):  # (B, S) -> (B, max_length), (B,)
         result = plain.search(source_ids)
         return {"target_ids": result.token_ids[:, 0], "scores": result.scores[:, 0]}
 
@@ -141,6 +152,7 @@ def export_litert(
     options = {
         **plain.options.to_dict(),
         "quantization": quantization,
+        "batch_size": batch_size,
         "eos_id": plain.target_tokenizer.eos_id,
         "source_eos_id": plain.source_tokenizer.eos_id,
         "source_prefix_ids": list(plain.source_policy.prefix),

@@ -1,5 +1,5 @@
-"""Translating with a model written by `export_litert`: `LiteRTTranslator`, one sentence a
-call on the `ai-edge-litert` interpreter, with SentencePiece in Python around it."""
+"""Translating with a model written by `export_litert`: `LiteRTTranslator`, on the
+`ai-edge-litert` interpreter, with SentencePiece in Python around it."""
 
 import contextlib
 import os
@@ -22,6 +22,7 @@ from keras_transformer.export.options import open_export_file, read_options
 from keras_transformer.files import text_items
 from keras_transformer.inference.checks import refuse_one_string
 from keras_transformer.inference.engine import Translations, refuse_arguments
+from keras_transformer.inference.lines import BATCH_SIZE
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.text import SourcePolicy
 
@@ -53,14 +54,17 @@ def _native_stderr_silenced():
 
 
 class LiteRTTranslator:
-    """Translates strings with a model written by `export_litert`, one sentence a call.
+    """Translates strings with a model written by `export_litert`.
 
     Runs on the `ai-edge-litert` interpreter (not TensorFlow's deprecated
     `tf.lite.Interpreter`), with SentencePiece in Python around it. An empty
     or whitespace-only sentence is the source `[EOS]`, which the search ends
     at once: it translates to "", as everywhere in the package. A source
     longer than the export's `max_source_length` is cut to it (`truncated`
-    says which).
+    says which). A file exported with one sentence a call (the default) is
+    called once per sentence; one of a fixed `batch_size` once per
+    `batch_size` sentences (a short last batch padded with empty sources); one
+    whose batch is free once per `inference.lines.BATCH_SIZE` sentences.
 
     Args:
         directory: a directory written by `export_litert`.
@@ -80,6 +84,8 @@ class LiteRTTranslator:
         self.decode_options = DecodeOptions.from_dict(self.options, others=EXPORT_KEYS)
         self.max_source_length = self.decode_options.max_source_length
         self.max_length = self.decode_options.max_length
+        # Sentences a call; None: any number (files written before batches hold one).
+        self.batch_size = self.options.get("batch_size", 1)
         self.source_policy = SourcePolicy(
             self.max_source_length,
             self.options["source_eos_id"],
@@ -114,6 +120,7 @@ class LiteRTTranslator:
         )
         self._interpreter = interpreter
         self._input = interpreter.get_input_details()[0]["index"]
+        self._rows = int(interpreter.get_input_details()[0]["shape"][0])  # the allocated batch
         # The target ids are the integer output; the score the float one, which files
         # written before it was an output lack.
         outputs = {o["dtype"]: o["index"] for o in interpreter.get_output_details()}
@@ -121,23 +128,42 @@ class LiteRTTranslator:
 
     def source_ids(self, sentence):
         """A sentence's ids, cut to `max_source_length` with EOS: int32 `(1, S)`, 0-padded."""
-        pieces = self.source.encode(sentence)
-        if self._source_map is not None:
-            pieces = self._source_map[pieces].tolist()
-        kept = self.source_policy.ids(pieces)
-        ids = np.full((1, self.max_source_length), PAD_ID, np.int32)
-        ids[0, : len(kept)] = kept
+        return self._source_rows([sentence], 1)
+
+    def _source_rows(self, sentences, rows):
+        """Ids of `sentences` (a list of `str`), `rows` of them: int32 `(rows, S)`, rows past
+        the sentences holding an empty source's."""
+        ids = np.full((rows, self.max_source_length), PAD_ID, np.int32)
+        for row in range(rows):
+            pieces = self.source.encode(sentences[row] if row < len(sentences) else "")
+            if self._source_map is not None:
+                pieces = self._source_map[pieces].tolist()
+            kept = self.source_policy.ids(pieces)
+            ids[row, : len(kept)] = kept
         return ids
 
     def translate_ids(self, source_ids):
-        """Target ids `(1, max_length)` of source ids `(1, max_source_length)`, 0 after EOS;
-        `score` then holds the output's score."""
+        """Target ids `(B, max_length)` of source ids `(B, max_source_length)`, 0 after EOS,
+        where B is the file's batch size, or any number for a file whose batch is free;
+        `scores` then holds the outputs' scores."""
         source_ids = np.asarray(source_ids)
-        if source_ids.shape != (1, self.max_source_length) or source_ids.dtype.kind not in "iu":
+        rows = source_ids.shape[0] if source_ids.ndim == 2 else 0
+        if (
+            source_ids.ndim != 2
+            or source_ids.shape[1] != self.max_source_length
+            or rows == 0
+            or rows != (self.batch_size or rows)
+            or source_ids.dtype.kind not in "iu"
+        ):
             raise ArgumentError(
-                f"`source_ids` must be integer ids of shape (1, {self.max_source_length}). "
-                f"Received: shape {source_ids.shape}, dtype {source_ids.dtype}"
+                f"`source_ids` must be integer ids of shape ({self.batch_size or 'B'}, "
+                f"{self.max_source_length}). Received: shape {source_ids.shape}, dtype "
+                f"{source_ids.dtype}"
             )
+        if rows != self._rows:  # a file whose batch is free, given another batch
+            self._interpreter.resize_tensor_input(self._input, [rows, self.max_source_length])
+            self._interpreter.allocate_tensors()
+            self._rows = rows
         self._interpreter.set_tensor(self._input, source_ids.astype(np.int32))
         self._interpreter.invoke()
         return self._interpreter.get_tensor(self._output)
@@ -147,17 +173,21 @@ class LiteRTTranslator:
         return [self.source_policy.truncated(len(self.source.encode(s))) for s in sentences]
 
     @property
-    def score(self):
-        """The score of the last output, log P / length penalty (float)."""
+    def scores(self):
+        """The scores of the last call's outputs, log P / length penalty: float32 `(B,)`."""
         if self._scores is None:
             raise ArgumentError(
                 "This LiteRT file was written without scores; export it again for them."
             )
-        return float(self._interpreter.get_tensor(self._scores)[0])
+        return self._interpreter.get_tensor(self._scores)
+
+    @property
+    def score(self):
+        """The score of the last call's first output (float)."""
+        return float(self.scores[0])
 
     def __call__(self, sentences: Sequence[str]) -> list[str]:
-        """Translations of strings `(B,)` (`strings`), one call of the model each: a list
-        of `str`."""
+        """Translations of strings `(B,)` (`strings`): a list of `str`."""
         return [text for text, _ in self._translate_all(self.strings(sentences))]
 
     def translate(
@@ -167,7 +197,7 @@ class LiteRTTranslator:
         constraints: Sequence[Sequence[str]] | None = None,
     ) -> Translations:
         """Translations with their scores, as every engine gives them
-        (`inference.engine`): one search per sentence, fixed at export.
+        (`inference.engine`): the search fixed at export.
 
         Args:
             sentences: a list of strings `(B,)`.
@@ -210,11 +240,16 @@ class LiteRTTranslator:
         return text_items(sentences)
 
     def _translate_all(self, sentences, scores=False):
-        """`(text, score or None)` of each of `sentences`, a list of `str`."""
+        """`(text, score or None)` of each of `sentences`, a list of `str`, translated
+        `batch_size` (or `BATCH_SIZE`) a call."""
         pairs = []
-        for sentence in sentences:
-            target_ids = self.translate_ids(self.source_ids(sentence))[0]  # (max_length,)
-            pairs.append((self._text(target_ids), self.score if scores else None))
+        per_call = self.batch_size or BATCH_SIZE
+        for start in range(0, len(sentences), per_call):
+            chunk = sentences[start : start + per_call]
+            rows = self._source_rows(chunk, self.batch_size or len(chunk))
+            target_ids = self.translate_ids(rows)  # (rows, max_length)
+            chunk_scores = self.scores.tolist() if scores else [None] * len(rows)
+            pairs += [(self._text(target_ids[row]), chunk_scores[row]) for row in range(len(chunk))]
         return pairs
 
     def _text(self, target_ids):

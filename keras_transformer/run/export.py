@@ -71,18 +71,20 @@ def export_litert_run(
     checkpoint: str = "best",
     quantization: str | None = None,
     max_source_length: int | None = None,
+    batch_size: int | None = 1,
     **kw,
 ) -> str:
     """Exports a run as a LiteRT translator directory (see `export_litert`).
 
     `directory` defaults to `{base_dir}/{run name}-litert-{quantization}`
-    (`float32` without quantization); other keyword arguments go to the
-    `Translator` whose search is exported (`beam_size`, `alpha`, the length
-    options).
+    (`float32` without quantization); `batch_size` is the file's sentences a
+    call (None: any number); other keyword arguments go to the `Translator`
+    whose search is exported (`beam_size`, `alpha`, the length options).
 
     Examples:
         ```python
         export_litert_run("runs/numbers", quantization="dynamic_int8")
+        export_litert_run("runs/numbers", "litert/batches", batch_size=None)
         ```
     """
     from keras_transformer.export.litert import MAX_SOURCE_LENGTH, export_litert
@@ -90,7 +92,7 @@ def export_litert_run(
     translator = make_translator(run_dir, checkpoint, **kw)
     directory = directory or default_directory(run_dir, base_dir, "litert", quantization)
     return export_litert(
-        translator, directory, quantization, max_source_length or MAX_SOURCE_LENGTH
+        translator, directory, quantization, max_source_length or MAX_SOURCE_LENGTH, batch_size
     )
 
 
