@@ -152,7 +152,7 @@ class LiteRTTranslator:
             source_ids.ndim != 2
             or source_ids.shape[1] != self.max_source_length
             or rows == 0
-            or rows != (self.batch_size or rows)
+            or (self.batch_size is not None and rows != self.batch_size)
             or source_ids.dtype.kind not in "iu"
         ):
             raise ArgumentError(
