@@ -201,6 +201,41 @@ def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(
     assert (grown[0].numpy() != 0).sum(axis=-1).max() > 20  # the last cache was used
 
 
+def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
+    """`one_row_projection` (what an XLA search decodes through): a step of one row
+    multiplies by the embeddings transposed before the loop, a step of several by the
+    embeddings; both give `x @ E.T + b` in NumPy, with the rows known and in a graph that
+    does not know them, and an XLA-compiled greedy search of one sentence, alone and in an
+    ensemble, gives the tokens and scores it gives without."""
+    from keras_transformer.inference.bucketed_search import OneRowProjection
+
+    model = random_model(norm_first=True, shared_embeddings="all")
+    source = np.random.default_rng(5).integers(4, 60, (3, 7)).astype("int32")
+    model((source, source[:, :2]))
+    model.output_bias.assign(np.random.default_rng(6).normal(size=60).astype("float32"))
+    embeddings = model.decoder.embedding.token_embedding.embeddings.numpy()  # (V, D)
+    graph_step = tf.function(model.decode_step)
+    for rows in (1, 3):
+        state = model.one_row_projection(model.encode(source[:rows]))
+        assert state["one_row_output"][0].shape == (32, 60)
+        tokens, cache = np.full([rows], BOS, "int32"), model.initial_cache(state, 8)
+        hidden = model.decode_hidden(tokens, 0, cache, state)[0].numpy()  # (rows, D)
+        expected = hidden @ embeddings.T + model.output_bias.numpy()
+        for step in (model.decode_step, graph_step):
+            logits = step(tokens, 0, cache, state).logits.numpy()
+            np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+    assert "one_row_output" not in model.restrict_vocabulary(state, tf.range(5))
+
+    def search(decoded, source):
+        return greedy_search(decoded, source, BOS, EOS, max_length=12)
+
+    xla = tf.function(search, jit_compile=True)
+    for decoded in (model, Ensemble([model, model])):
+        plain, once = search(decoded, source[:1]), xla(OneRowProjection(decoded), source[:1])
+        np.testing.assert_array_equal(once[0].numpy(), plain[0].numpy())
+        np.testing.assert_allclose(once[1].numpy(), plain[1].numpy(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_a_search_traces_its_step_once_however_often_the_cache_grows(search, monkeypatch):
     """A traced search runs one loop per cache length (10, 20, 40) but traces the

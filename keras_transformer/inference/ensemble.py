@@ -56,6 +56,14 @@ class Ensemble(tf.Module, StepModel):
         """Each model's decoding state, a tuple in the order of `models`."""
         return tuple(model.encode(source_ids) for model in self.models)
 
+    def one_row_projection(self, state):
+        """Each model's state laid out for a step of one row under XLA
+        (`Transformer.one_row_projection`)."""
+        return tuple(
+            decoder.one_row_projection(own)
+            for decoder, own in zip(self.decoders, state, strict=True)
+        )
+
     def initial_cache(self, state, max_length, beam_size=1):
         """Each model's empty cache, a tuple in the order of `models`."""
         return tuple(

@@ -10,6 +10,7 @@ model:
     cache = model.reorder_cache(cache, beams)   # beam search: j goes on from beams[:, j]
     cache = model.grow_cache(cache, longer)     # only where `grows_cache` is True
     state = model.restrict_vocabulary(state, ids)   # only where `restricts_vocabulary`
+    state = model.one_row_projection(state)         # XLA searches: a single row's layout
 
 `Transformer` and `inference.Ensemble` derive from `StepModel`. Any other
 object with `encode`, `initial_cache(state, max_length)` and `decode_step`
@@ -87,6 +88,11 @@ class StepModel:
         """The cache with room for `max_length` positions; only if `grows_cache`."""
         raise NotImplementedError(f"{type(self).__name__} has a cache of fixed length")
 
+    def one_row_projection(self, state):
+        """The state an XLA search decodes: what a step of a single row multiplies by laid
+        out before the loop (`Transformer.one_row_projection`); unchanged by default."""
+        return state
+
     def restrict_vocabulary(self, state, ids):
         """The state under which `decode_step` scores only the target pieces `ids` `(n,)`.
 
@@ -146,6 +152,9 @@ class StepWrapper(StepModel):
 
     def grow_cache(self, cache, max_length):
         return self.model.grow_cache(cache, max_length)
+
+    def one_row_projection(self, state):
+        return self.model.one_row_projection(state)
 
     def restrict_vocabulary(self, state, ids):
         return self.model.restrict_vocabulary(state, ids)
