@@ -67,6 +67,19 @@ def corpus_and_sentences(count):
     return None, test.sources[:count]
 
 
+def write_opus_mt_sized(directory, corpus):
+    """An OPUS-MT-sized Marian directory of random weights whose outputs never end (EOS
+    gets an output bias of -100), with SentencePiece models trained on `corpus`."""
+    return write_opus_mt(
+        directory,
+        activation="swish",
+        sizes=OPUS_MT_SIZES,
+        vocab_size=32000,
+        corpus=corpus,
+        eos_bias=-100.0,
+    )
+
+
 def directory_size(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
@@ -133,14 +146,7 @@ def main():
 
     corpus, sentences = corpus_and_sentences(args.sentences)
     work = tempfile.mkdtemp(prefix="opus_mt_speed_")
-    model_dir = write_opus_mt(
-        os.path.join(work, "opus-mt"),
-        activation="swish",
-        sizes=OPUS_MT_SIZES,
-        vocab_size=32000,
-        corpus=corpus,
-        eos_bias=-100.0,
-    )
+    model_dir = write_opus_mt_sized(os.path.join(work, "opus-mt"), corpus)
     start = time.perf_counter()
     run_dir = import_marian(model_dir, os.path.join(work, "run")).path
     import_s = time.perf_counter() - start
