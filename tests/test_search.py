@@ -205,8 +205,9 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
     """`one_row_projection` (what an XLA search decodes through): a step of one row
     multiplies by the embeddings transposed before the loop, a step of several by the
     embeddings; both give `x @ E.T + b` in NumPy, with the rows known and in a graph that
-    does not know them, and an XLA-compiled greedy search of one sentence, alone and in an
-    ensemble, gives the tokens and scores it gives without."""
+    does not know them (which chooses with a cond), and an XLA-compiled greedy search of one
+    sentence traced for any shape, alone and in an ensemble, gives the tokens and scores it
+    gives without."""
     from keras_transformer.inference.bucketed_search import OneRowProjection
 
     model = random_model(norm_first=True, shared_embeddings="all")
@@ -214,24 +215,32 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
     model((source, source[:, :2]))
     model.output_bias.assign(np.random.default_rng(6).normal(size=60).astype("float32"))
     embeddings = model.decoder.embedding.token_embedding.embeddings.numpy()  # (V, D)
-    graph_step = tf.function(model.decode_step)
+    any_rows = [tf.TensorSpec([None], tf.int32)]
     for rows in (1, 3):
         state = model.one_row_projection(model.encode(source[:rows]))
         assert state["one_row_output"][0].shape == (32, 60)
         tokens, cache = np.full([rows], BOS, "int32"), model.initial_cache(state, 8)
         hidden = model.decode_hidden(tokens, 0, cache, state)[0].numpy()  # (rows, D)
         expected = hidden @ embeddings.T + model.output_bias.numpy()
-        for step in (model.decode_step, graph_step):
-            logits = step(tokens, 0, cache, state).logits.numpy()
-            np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+        graph_step = tf.function(
+            lambda t, c=cache, s=state: model.decode_step(t, 0, c, s), input_signature=any_rows
+        )
+        graph = graph_step.get_concrete_function().graph
+        assert {"If", "StatelessIf"} & {op.type for op in graph.get_operations()}  # rows unknown
+        for step in (model.decode_step(tokens, 0, cache, state), graph_step(tokens)):
+            np.testing.assert_allclose(step.logits.numpy(), expected, rtol=1e-5, atol=1e-5)
     assert "one_row_output" not in model.restrict_vocabulary(state, tf.range(5))
 
     def search(decoded, source):
         return greedy_search(decoded, source, BOS, EOS, max_length=12)
 
-    xla = tf.function(search, jit_compile=True)
+    any_shape = [tf.TensorSpec([None, None], tf.int32)]  # as `BucketedSearch` traces
     for decoded in (model, Ensemble([model, model])):
-        plain, once = search(decoded, source[:1]), xla(OneRowProjection(decoded), source[:1])
+        once = OneRowProjection(decoded)
+        xla = tf.function(
+            lambda s, d=once: search(d, s), jit_compile=True, input_signature=any_shape
+        )
+        plain, once = search(decoded, source[:1]), xla(source[:1])
         np.testing.assert_array_equal(once[0].numpy(), plain[0].numpy())
         np.testing.assert_allclose(once[1].numpy(), plain[1].numpy(), rtol=1e-5, atol=1e-5)
 
