@@ -334,3 +334,19 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
         engine.translate_ids(np.zeros((0, 8), np.int32) if batch_size is None else wrong)
     with pytest.raises(ValueError, match="batch_size"):
         export_litert(translator, tmp_path / "zero", batch_size=0)
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_a_file_with_length_and_repetition_rules_translates_as_the_translator(beam_size, tmp_path):
+    """The length and repetition rules (`min_length`, `max_length_a`, `max_length_b`,
+    `no_repeat_ngram_size`, the Multi30k recipe's) go into the file with the search and give
+    the translator's outputs and scores; the repetition rule holds in LiteRT's built-in ops."""
+    rules = dict(no_repeat_ngram_size=2, min_length=2, max_length_a=1.0, max_length_b=6)
+    translator = small_translator(beam_size=beam_size, max_source_length=8, **rules)
+    engine = LiteRTTranslator(export_litert(translator, tmp_path, max_source_length=8))
+    sentences = ["eins", "zweiundzwanzig", "", "dreihundert", "   ", "eins " * 20, "sieben"]
+    ours, theirs = translator.translate(sentences), engine.translate(sentences)
+    assert theirs.translations.tolist() == ours.translations.tolist()
+    np.testing.assert_allclose(theirs.scores, ours.scores, rtol=1e-4, atol=1e-5)
+    unruled = small_translator(beam_size=beam_size, max_source_length=8).translate(sentences)
+    assert unruled.translations.tolist() != ours.translations.tolist()  # the rules act

@@ -251,6 +251,12 @@ def only(log_probs, token_id):
     return tf.where(token == token_id, log_probs, MINUS_INF)
 
 
+def rotated_left(tokens, shift):
+    """`tokens` `(N, L)` rotated `shift` places to the left: `tf.roll(tokens, -shift, axis=1)`
+    as two slices and a concatenation, which LiteRT has as built-in ops (it has no Roll)."""
+    return tf.concat([tokens[:, shift:], tokens[:, :shift]], axis=1)  # (N, L)
+
+
 def repeated_ngram_tokens(tokens, step, n, log_probs):
     """The tokens that would repeat an n-gram of `tokens` `(N, L)` at `step`: bool `(N, V)`.
 
@@ -262,10 +268,10 @@ def repeated_ngram_tokens(tokens, step, n, log_probs):
     start = tf.range(length)  # (L,) where an earlier n-gram starts
     matches = start[None, :] + n - 1 < step  # (1, L) the n-gram lies before `step`
     for offset in range(n - 1):
-        earlier = tf.roll(tokens, -offset, axis=1)  # (N, L): tokens[j + offset] at j
+        earlier = rotated_left(tokens, offset)  # (N, L): tokens[j + offset] at j
         recent = tf.gather(tokens, tf.maximum(step - (n - 1) + offset, 0), axis=1)  # (N,)
         matches &= earlier == recent[:, None]
-    following = tf.roll(tokens, -(n - 1), axis=1)  # (N, L): the n-gram's last token
+    following = rotated_left(tokens, n - 1)  # (N, L): the n-gram's last token
     row = tf.broadcast_to(tf.range(rows)[:, None], [rows, length])
     indices = tf.stack([tf.reshape(row, [-1]), tf.reshape(following, [-1])], axis=1)
     hits = tf.reshape(tf.cast(tf.broadcast_to(matches, [rows, length]), tf.int32), [-1])
