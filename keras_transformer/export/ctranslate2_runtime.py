@@ -187,10 +187,10 @@ class CTranslate2Translator:
         ranked = [None] * len(source_pieces)
         by_limit, empty = {}, []
         language = len(self.source_policy.prefix)  # a source's own pieces come after it
+        limits = self.limits([len(p) for p in source_pieces], [len(p) for p in prefix_pieces])
         for index, (pieces, prefix) in enumerate(zip(source_pieces, prefix_pieces, strict=True)):
             if len(pieces) > language or prefix:
-                limit = self.limit(len(pieces), len(prefix))
-                by_limit.setdefault(limit, []).append(index)
+                by_limit.setdefault(int(limits[index]), []).append(index)
             else:
                 empty.append(index)
         if empty:  # the output is EOS at once, as in the package's search: score it
@@ -232,13 +232,14 @@ class CTranslate2Translator:
         """What the package divides the log P of an output of `length` tokens by."""
         return length_penalty(length, self.alpha, self.length_penalty)
 
-    def limit(self, source_length, prefix_length=0):
-        """Most target tokens for a source of `source_length` pieces (EOS not counted),
-        at least a prefix of `prefix_length` pieces and EOS, at most `max_length`."""
-        limits = output_limits(
-            self.max_length, self.length_options, [source_length + 1], [prefix_length]
-        )
-        return int(limits[0])
+    def limits(self, source_lengths, prefix_lengths):
+        """Most target tokens for sources of `source_lengths` pieces (EOS not counted), at
+        least each prefix of `prefix_lengths` pieces and EOS, at most `max_length`: an int
+        array `(B,)`, from the searches' own rule (`inference.rules.output_limits`), applied
+        to the whole batch at once."""
+        source_lengths = np.asarray(source_lengths, np.int32) + 1  # with EOS
+        limits = output_limits(self.max_length, self.length_options, source_lengths, prefix_lengths)
+        return limits.numpy()
 
     def scores(self, results, limit, sources, prefixes, max_batch_size=64):
         """The package's score, log P / length penalty (`self.penalty`), of each hypothesis of
@@ -261,14 +262,18 @@ class CTranslate2Translator:
         so is lower by their probability (about 0.01 on a small model).
         """
         ct2_alpha = self.alpha if self.beam_size > 1 else 0.0
-        penalties, has_eos, scores = [], [], []
-        for result in results:
-            eos = np.array([len(h) < limit for h in result.hypotheses])  # (N,)
-            length = np.array([len(h) for h in result.hypotheses], np.float64) + eos  # (N,)
-            penalty = self.penalty(length).numpy()
-            penalties.append(penalty)
-            has_eos.append(eos)
-            scores.append(np.array(result.scores) * length**ct2_alpha / penalty)  # (N,)
+        has_eos = [np.array([len(h) < limit for h in r.hypotheses]) for r in results]  # (N,) each
+        lengths = [  # |Y|, EOS counted where there is one: (N,) each
+            np.array([len(h) for h in r.hypotheses], np.float64) + eos
+            for r, eos in zip(results, has_eos, strict=True)
+        ]
+        # One penalty call for every hypothesis of the batch: (sum N,), split per result.
+        every = self.penalty(np.concatenate(lengths)).numpy()
+        penalties = np.split(every, np.cumsum([len(n) for n in lengths])[:-1])
+        scores = [
+            np.array(r.scores) * length**ct2_alpha / penalty  # (N,)
+            for r, length, penalty in zip(results, lengths, penalties, strict=True)
+        ]
         renormalized = self.length_options.no_repeat_ngram_size or self.length_options.min_length
         exact = [
             np.full(len(s), not (prefix or renormalized))
