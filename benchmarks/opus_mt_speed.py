@@ -35,7 +35,6 @@ import os
 import sys
 import tempfile
 import time
-from fnmatch import fnmatch
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -44,6 +43,12 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
+from engine_rows import (  # noqa: E402
+    fastest_against_ct2_int8,
+    print_rows,
+    print_times,
+    time_engines,
+)
 from opus_mt import write_opus_mt  # noqa: E402  (the tests' Marian directory writer)
 
 from keras_transformer import run  # noqa: E402
@@ -86,48 +91,12 @@ def directory_size(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
-def one_at_a_time(translate, sentences):
-    """Milliseconds per call, translating each sentence alone (after one warm-up call)."""
-    translate(sentences[0])
-    times = []
-    for sentence in sentences:
-        start = time.perf_counter()
-        translate(sentence)
-        times.append(1000 * (time.perf_counter() - start))
-    return float(np.percentile(times, 50))
-
-
-def per_second(translate_batch, sentences):
-    translate_batch(sentences)  # warm-up (and compilation)
-    start = time.perf_counter()
-    translate_batch(sentences)
-    return len(sentences) / (time.perf_counter() - start)
-
-
 def ct2_engine(engine, options, pieces_of):
     """`(one sentence, batch)` calls of a CTranslate2 translator with `options`."""
     return (
         lambda s: engine.translate_batch([pieces_of[s]], **options),
         lambda batch: engine.translate_batch([pieces_of[s] for s in batch], **options),
     )
-
-
-def fastest_against_ct2_int8(latency, throughput):
-    """Per row, `(the package's fastest engine, its speed over CTranslate2 int8's fastest)`."""
-    rows = {}
-    for beam in (1, 4):
-        search = "greedy" if beam == 1 else "beam4"
-        for row, values, better in [
-            (f"{search}_one", latency, min),
-            (f"{search}_batch", throughput, max),
-        ]:
-            ours = {k: v for k, v in values.items() if k.endswith(f"beam{beam}")}
-            theirs = better(v for k, v in ours.items() if k.startswith("ct2_int8"))
-            ours = {k: v for k, v in ours.items() if not k.startswith("ct2_")}
-            name = better(ours, key=ours.get)
-            ratio = theirs / ours[name] if better is min else ours[name] / theirs
-            rows[row] = (name, round(ratio, 2))
-    return rows
 
 
 def main():
@@ -236,25 +205,10 @@ def main():
         )
         engines[f"{kind}_batches_beam{beam}"] = (None, lambda batch, t=batched: t(batch))
 
-    latency, throughput = {}, {}
-    for name, (one, batch) in engines.items():
-        if one is not None:
-            latency[name] = one_at_a_time(one, sentences)
-        if batch is not None:
-            throughput[name] = per_second(batch, sentences)
-    print(f"\n{'engine':28}{'1 sentence p50 ms':>19}{'x ct2 f32':>11}{'batch sent/s':>14}")
-    for name in engines:
-        beam = name[-1]
-        ct2_float32 = min(v for k, v in latency.items() if fnmatch(k, f"ct2_float32_*_beam{beam}"))
-        rate = f"{throughput[name]:14.1f}" if name in throughput else f"{'':14}"
-        if name in latency:
-            print(f"{name:28}{latency[name]:19.1f}{latency[name] / ct2_float32:11.2f}{rate}")
-        else:
-            print(f"{name:28}{'':30}{rate}")
+    latency, throughput = time_engines(engines, sentences)
+    print_times(engines, latency, throughput)
     results["rows"] = fastest_against_ct2_int8(latency, throughput)
-    print("\nfastest engine of the package over CTranslate2 int8's fastest (speed ratio):")
-    for row, (name, ratio) in results["rows"].items():
-        print(f"  {row:20}{name:28}{ratio:6.2f}x")
+    print_rows(results["rows"])
     for key in (
         "npz_bytes",
         "ct2_float32_bytes",
