@@ -93,12 +93,12 @@ def export_engines(run_dir, beam, work):
     return engines
 
 
-def ct2_engines(run_dir, lines, threads, work):
+def ct2_engines(run_dir, source, lines, threads, work):
     """`{name: ((one, batch), texts)}` of CTranslate2 float32 and int8 at each thread count
     and beam: `ct2_*` called directly on the lines' source pieces with CTranslate2's own
     defaults (patience 1), `ct2_translator_*` through the package's `CTranslate2Translator`
-    (tokenization, and the package's ranking: patience 4 at beam 4)."""
-    source = run.load_run(run_dir)[2]
+    (tokenization, and the package's ranking: patience 4 at beam 4); `source` is the run's
+    source tokenizer."""
     ids = source.tokenize(tf.constant(lines)).to_list()
     pieces_of = {s: [source.pieces[i] for i in row] for s, row in zip(lines, ids, strict=True)}
     engines = {}
@@ -151,7 +151,7 @@ def main():
     )
     args = parser.parse_args()
 
-    config = run.load_run(args.run_dir)[0]
+    config, _, source, _ = run.load_run(args.run_dir)
     split, corpus = test_set(config, args.split)
     lines = corpus.sources[: args.limit]
     sentences = lines[: args.sentences]
@@ -161,7 +161,7 @@ def main():
         engines.update(translator_engines(args.run_dir, beam))
         engines.update(export_engines(args.run_dir, beam, work))
     threads = [int(n) for n in args.ct2_threads.split(",")]
-    engines.update(ct2_engines(args.run_dir, lines, threads, work))
+    engines.update(ct2_engines(args.run_dir, source, lines, threads, work))
     engines = dict(sorted(engines.items(), key=lambda item: item[0].endswith("beam4")))
 
     calls = {name: pair for name, (pair, _) in engines.items()}
