@@ -1,4 +1,5 @@
 import csv
+import functools
 import importlib
 import io
 import json
@@ -12,6 +13,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+from interrupted_train import InterruptAt
 
 import keras_transformer as kt
 from keras_transformer.cli import main
@@ -439,18 +441,30 @@ def test_average_is_the_mean_of_the_last_checkpoints(run):
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def interrupted_train(run_dir, epoch, batch, action, *extra):
-    """Runs `train` in a new process that stops itself after batch `batch` of `epoch`."""
+def killed_train(run_dir, epoch, batch, *extra):
+    """Runs `train` in a new process that kills itself (SIGKILL) after batch `batch` of
+    `epoch`."""
     command = [sys.executable, os.path.join(HERE, "interrupted_train.py")]
-    command += ["--epoch", str(epoch), "--batch", str(batch), "--action", action, "--"]
+    command += ["--epoch", str(epoch), "--batch", str(batch), "--action", "kill", "--"]
     return subprocess.run(
         command + train_arguments(run_dir, *extra), capture_output=True, text=True, timeout=600
     )
 
 
-def resumed_train(run_dir, *extra):
-    command = [sys.executable, "-m", "keras_transformer"] + train_arguments(run_dir, *extra)
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+def train_here(run_dir, capsys, *extra, stop=None):
+    """Runs `train` in this process, as `keras-transformer train` runs it; with `stop`,
+    `(epoch, batch, action)`, it stops after that batch as `interrupted_train.py` stops it
+    ("int": SIGINT, as Ctrl-C sends it; "nan": every weight NaN). Returns a
+    `CompletedProcess` with what it printed."""
+    arguments = train_arguments(run_dir, *extra)
+    capsys.readouterr()
+    with pytest.MonkeyPatch.context() as patch:
+        if stop is not None:
+            stopped = functools.partial(kt.run.train, callbacks=[InterruptAt(*stop)])
+            patch.setattr(kt.run, "train", stopped)
+        code = cli(*arguments)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(arguments, code, out, err)
 
 
 def train_arguments(run_dir, *extra):
@@ -469,32 +483,33 @@ def metrics_epochs(run_dir):
         return [row["epoch"] for row in csv.DictReader(f)]
 
 
-def test_a_stopped_then_killed_run_resumes_from_its_newest_readable_backup(tmp_path):
+def test_a_stopped_then_killed_run_resumes_from_its_newest_readable_backup(tmp_path, capsys):
     """Ctrl-C stops a run cleanly and `train` resumes it where it stopped; the resumed run,
     killed mid-epoch (SIGKILL), resumes losing at most `backup_every_steps` steps; with its
     newest backup cut short (a kill mid-write), it falls back to the one before.
 
     One run, stopped, resumed and killed, then copied, serves the three cases, which were
     two tests (`test_ctrl_c_stops_the_run_and_train_resumes_it` and
-    `test_a_killed_run_resumes_from_its_newest_readable_backup`, itself two tests before)."""
+    `test_a_killed_run_resumes_from_its_newest_readable_backup`, itself two tests before).
+    Only the killed run runs in a process of its own; the others run in this one."""
     run_dir, truncated = tmp_path / "numbers", tmp_path / "truncated"
     every = 2
     backups_every = f"train.backup_every_steps={every}"
     # Ctrl-C after batch 2 of epoch 2; resumed, then killed after batch 3 of epoch 3.
-    stopped = interrupted_train(run_dir, 2, 2, "int", backups_every)
+    stopped = train_here(run_dir, capsys, backups_every, stop=(2, 2, "int"))
     assert stopped.returncode == 130, stopped.stderr[-2000:]
     assert "resume" in stopped.stderr and "Traceback" not in stopped.stderr
     assert not (run_dir / "trained.json").exists()
     assert metrics_epochs(run_dir) == ["0"]
 
-    killed = interrupted_train(run_dir, 3, 3, "kill", backups_every)
+    killed = killed_train(run_dir, 3, 3, backups_every)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert "resuming from the backup" in killed.stdout and "(epoch 2)" in killed.stdout
     assert metrics_epochs(run_dir) == ["0", "1"]  # epoch 0 was not trained twice
     step = stopped_at_step(killed)
     shutil.copytree(run_dir, truncated)
 
-    resumed = resumed_train(run_dir, backups_every)
+    resumed = train_here(run_dir, capsys, backups_every)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     restored = int(re.search(r"resuming from the backup at step (\d+)", resumed.stdout).group(1))
     assert step - every < restored <= step, (step, restored)
@@ -507,7 +522,7 @@ def test_a_stopped_then_killed_run_resumes_from_its_newest_readable_backup(tmp_p
     assert int(backups[0].name[5:]) + every == int(backups[1].name[5:]) == restored, backups
     newest = backups[-1] / "state.weights.h5"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
-    resumed = resumed_train(truncated, backups_every)
+    resumed = train_here(truncated, capsys, backups_every)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"backup {backups[-1]} is unreadable" in resumed.stdout
     assert f"resuming from the backup at step {int(backups[0].name[5:])}" in resumed.stdout
@@ -515,9 +530,9 @@ def test_a_stopped_then_killed_run_resumes_from_its_newest_readable_backup(tmp_p
     assert metrics_epochs(truncated) == ["0", "1", "2"]
 
 
-def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path):
+def test_a_loss_that_turns_nan_stops_the_run_and_names_the_step(tmp_path, capsys):
     run_dir = tmp_path / "numbers"
-    diverged = interrupted_train(run_dir, 2, 2, "nan", "train.backup_every_steps=1")
+    diverged = train_here(run_dir, capsys, "train.backup_every_steps=1", stop=(2, 2, "nan"))
     assert diverged.returncode == 2, diverged.stderr[-2000:]
     step = stopped_at_step(diverged)
     assert f"error: the training loss became nan at step {step + 1}" in diverged.stderr

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from conftest import tiny_translator
 from opus_mt import write_hugging_face, write_opus_mt
-from serving import fresh_process_signatures, session_serving_default
+from serving import fresh_process, serving_request
 
 import keras_transformer as kt
 from keras_transformer.cli import main
@@ -115,8 +115,9 @@ def test_the_two_vocabularies_differ(translator):
 def test_every_signature_gives_the_translators_outputs_in_a_fresh_process(translator, exported):
     requests, expected = expected_signatures(translator, MIXED, PREFIXES, PHRASES)
     assert expected[0]["outputs"][1] == expected[0]["outputs"][2] == ""
-    assert_same_answers(fresh_process_signatures(exported, requests), expected, requests)
-    assert session_serving_default(exported, MIXED) == expected[0]["outputs"]  # TF Serving's way
+    (served,) = fresh_process([serving_request(exported, requests, sentences=MIXED)])
+    assert_same_answers(served["signatures"], expected, requests)
+    assert served["session"] == expected[0]["outputs"]  # TF Serving's way
 
     signatures = tf.saved_model.load(exported).signatures  # and in this process
     got = [
@@ -134,10 +135,10 @@ def test_every_signature_translates_alike_in_tensorflow_2_12(translator, exporte
     """TF Serving's latest release links TensorFlow Text 2.12.1: the export loads and runs in
     that release too (`tests/data/list_registered_ops.py` says how to install it)."""
     requests, expected = expected_signatures(translator, MIXED, PREFIXES, PHRASES)
-    got = fresh_process_signatures(exported, requests, os.environ["TF_2_12_PYTHON"])
-    assert_same_answers(got, expected, requests)
-    served = session_serving_default(exported, MIXED, os.environ["TF_2_12_PYTHON"])
-    assert served == expected[0]["outputs"]
+    exports = [serving_request(exported, requests, sentences=MIXED)]
+    (served,) = fresh_process(exports, os.environ["TF_2_12_PYTHON"])
+    assert_same_answers(served["signatures"], expected, requests)
+    assert served["session"] == expected[0]["outputs"]
 
 
 def test_the_saved_model_cli_translates_as_the_translator_does(
@@ -208,20 +209,28 @@ def imported_runs(tmp_path_factory):
     }
 
 
-@pytest.mark.parametrize("layout", ["marian", "marian_two_vocabularies", "hugging_face"])
-def test_an_imported_runs_saved_model_translates_as_its_translator(imported_runs, layout, tmp_path):
-    run_dir = imported_runs[layout]
-    translator = kt.run.make_translator(run_dir, beam_size=4, max_length=30, jit_compile=False)
+def test_each_imported_runs_saved_model_translates_as_its_translator(imported_runs, tmp_path):
+    """The export of each layout's imported run gives its translator's translations, loaded
+    in a new process and as an engine in this one. Was one test per layout; their three
+    exports now load in one new process."""
     sources = GERMAN + ["", "  ", "eins " * 300]
-    source, target = translator.source_tokenizer, translator.target_tokenizer
-    assert source.model_proto != target.model_proto
-    if layout == "marian_two_vocabularies":
-        assert source.pieces != target.pieces  # ids mean other pieces on each side
-    exported = kt.run.export(run_dir, base_dir=str(tmp_path), beam_size=4, max_length=30)
-    requests = [("serving_default", {"inputs": sources})]
-    got = fresh_process_signatures(exported, requests)[0]["outputs"]
-    assert got == translate_lines(translator, sources)
-    assert got == translator.translate(sources).best
-    engine = kt.run.open_engine(exported)  # the export as an engine, in this process
-    assert engine(sources) == got and engine.translate(sources).best == got
-    assert engine.truncated(sources).tolist() == translator.truncated(sources).numpy().tolist()
+    translators, exports = {}, []
+    for layout, run_dir in imported_runs.items():
+        translator = kt.run.make_translator(run_dir, beam_size=4, max_length=30, jit_compile=False)
+        source, target = translator.source_tokenizer, translator.target_tokenizer
+        assert source.model_proto != target.model_proto, layout
+        if layout == "marian_two_vocabularies":
+            assert source.pieces != target.pieces  # ids mean other pieces on each side
+        base_dir = str(tmp_path / layout)
+        exported = kt.run.export(run_dir, base_dir=base_dir, beam_size=4, max_length=30)
+        translators[layout] = translator, exported
+        exports.append(serving_request(exported, [("serving_default", {"inputs": sources})]))
+    served = fresh_process(exports)
+    for (layout, (translator, exported)), answer in zip(translators.items(), served, strict=True):
+        got = answer["signatures"][0]["outputs"]
+        assert got == translate_lines(translator, sources), layout
+        assert got == translator.translate(sources).best, layout
+        engine = kt.run.open_engine(exported)  # the export as an engine, in this process
+        assert engine(sources) == got and engine.translate(sources).best == got, layout
+        truncated = translator.truncated(sources).numpy().tolist()
+        assert engine.truncated(sources).tolist() == truncated, layout
