@@ -13,6 +13,7 @@ from made_once import made_once
 
 import keras_transformer as kt
 from keras_transformer import run
+from keras_transformer.cli import main
 from keras_transformer.datasets import numbers_corpus
 from keras_transformer.errors import ArgumentError
 from keras_transformer.export import export_translator
@@ -132,19 +133,17 @@ def test_quantized_litert_is_smaller_and_translates_nearly_every_sentence_alike(
     assert same >= 0.97, same
 
 
-def test_litert_cli_exports_and_translates(main_job, tmp_path):
+def test_litert_cli_exports_and_translates(main_job, tmp_path, monkeypatch, capsys):
+    """`keras-transformer export --format litert` and `translate --litert`; the translation
+    runs as a user runs it (its own process), the export and the refused commands in this
+    one (they were processes of their own)."""
     directory, _ = main_job
-    bin_dir = os.path.dirname(sys.executable)
-    command = os.path.join(bin_dir, "keras-transformer")
+    monkeypatch.chdir(directory)
     output = tmp_path / "litert"
-    subprocess.run(
-        [command, "export", "--run-dir", RUN, "--format", "litert", "--output", str(output)]
-        + ["--beam-size", "1", "--quantization", "dynamic_int8"],
-        cwd=directory,
-        check=True,
-        capture_output=True,
-    )
+    export = ["export", "--run-dir", RUN, "--format", "litert", "--output", str(output)]
+    assert main(export + ["--beam-size", "1", "--quantization", "dynamic_int8"]) == 0
     sentences = ["dreihunderteinundzwanzig", "", "   ", "eins " * 100]
+    command = os.path.join(os.path.dirname(sys.executable), "keras-transformer")
     done = subprocess.run(
         [command, "translate", "--litert", str(output), *sentences],
         cwd=directory,
@@ -166,9 +165,10 @@ def test_litert_cli_exports_and_translates(main_job, tmp_path):
         (["export", "--run-dir", RUN, "--max-source-length", "32"], "for --format litert"),
         (["export", "--run-dir", RUN, "--format", "litert", "--quantization", "int4"], "int4"),
     ]:
-        done = subprocess.run([command, *arguments], cwd=directory, capture_output=True, text=True)
-        assert done.returncode == 2 and message in done.stderr, done.stderr[-2000:]
-        assert "Traceback" not in done.stderr
+        capsys.readouterr()
+        assert main(arguments) == 2, arguments
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err[-2000:]
 
 
 def small_translator(tokenizer_class=SentencePieceTokenizer, dtype=None, **options):
