@@ -3,9 +3,8 @@
 Each worker gets the standard `TF_CONFIG` for a two-worker cluster on free
 ports and runs the same `keras-transformer train` command; worker 0 is the
 chief. Each worker's temporary directory is its own (`TMPDIR`), so the test
-sees what each one leaves behind. The first run also accumulates two
-micro-batches per update, which Keras' optimizer-level accumulation cannot do
-under this strategy.
+sees what each one leaves behind. The workers accumulate two micro-batches per
+update, which Keras' optimizer-level accumulation cannot do under this strategy.
 """
 
 import csv
@@ -78,8 +77,8 @@ def train_command(run_dir, *extra):
     return [sys.executable, "-m", "keras_transformer", *arguments]
 
 
-def killed_command(run_dir, epoch, batch):
-    arguments = train_arguments(run_dir, "train.epochs=2")
+def killed_command(run_dir, epoch, batch, *extra):
+    arguments = train_arguments(run_dir, "train.epochs=2", *extra)
     script = os.path.join(HERE, "interrupted_train.py")
     options = ["--epoch", str(epoch), "--batch", str(batch), "--action", "kill", "--"]
     return [sys.executable, script, *options, *arguments]
@@ -94,35 +93,16 @@ def losses(run_dir):
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
-def test_two_workers_train_in_step_and_only_the_chief_writes(tmp_path):
+def test_a_cluster_restarted_after_a_lost_worker_resumes_and_trains_in_step(tmp_path):
+    """Two workers accumulating two micro-batches an update; one is lost (SIGKILL) in
+    epoch 2 and the cluster restarted: it resumes from its backups without training
+    epoch 1 again, the workers end with the same weights, and only the chief wrote the
+    run. Was two tests (`test_two_workers_train_in_step_and_only_the_chief_writes` and
+    `test_a_cluster_restarted_after_a_lost_worker_resumes_from_its_backups`), each
+    starting clusters of its own."""
     run_dir = tmp_path / "numbers"
-    accumulating = train_command(run_dir, "train.gradient_accumulation_steps=2")
-    workers = start_workers(tmp_path, 1, [accumulating] * 2)
-    codes = finish(workers)
-    assert codes == [0, 0], [output(w)[-3000:] for w in workers]
-    assert all("each training batch: 2 micro-batches" in output(w) for w in workers)
-
-    for name in ["config.json", "model.keras", "trained.json", "metrics.csv", "tokenizers", "logs"]:
-        assert (run_dir / name).exists(), name
-    assert sorted(os.listdir(run_dir / "checkpoints")) == [
-        "epoch-001.weights.h5",
-        "epoch-002.weights.h5",
-    ]
-    assert not (run_dir / "backup").exists()
-    assert os.listdir(tmp_path / "tmp-1") == []  # the other worker left nothing behind
-
-    (chief,), (other,) = digests(workers)
-    assert chief == other  # the same weights after the last update
-    assert metrics_epochs(run_dir) == ["0", "1"]
-    first, last = losses(run_dir)
-    assert np.isfinite([first, last]).all() and last < first
-    shares = [re.search(r"of 2: (\d+) of the (\d+) training", output(w)).groups() for w in workers]
-    assert shares[0] == shares[1] and int(shares[0][0]) == int(shares[0][1]) // 2, shares
-
-
-def test_a_cluster_restarted_after_a_lost_worker_resumes_from_its_backups(tmp_path):
-    run_dir = tmp_path / "numbers"
-    commands = [train_command(run_dir), killed_command(run_dir, 2, 2)]
+    accumulating = "train.gradient_accumulation_steps=2"
+    commands = [train_command(run_dir, accumulating), killed_command(run_dir, 2, 2, accumulating)]
     workers = start_workers(tmp_path, 1, commands)
     lost, survivor = workers[1][0], workers[0][0]
     lost.wait(timeout=600)
@@ -133,16 +113,35 @@ def test_a_cluster_restarted_after_a_lost_worker_resumes_from_its_backups(tmp_pa
     survivor.wait(timeout=60)
     assert not (run_dir / "trained.json").exists()
     assert metrics_epochs(run_dir) == ["0"]
+    # Only a normal exit removes TensorFlow's AutoGraph scratch files: the killed
+    # worker left them, and its own directory, which holds its backup.
+    left_by_the_kill = set(os.listdir(tmp_path / "tmp-1"))
+    own = {name for name in left_by_the_kill if name.startswith("keras-transformer-")}
+    assert len(own) == 1, left_by_the_kill
 
-    restarted = start_workers(tmp_path, 2, [train_command(run_dir)] * 2)
+    restarted = start_workers(tmp_path, 2, [train_command(run_dir, accumulating)] * 2)
     codes = finish(restarted)
     assert codes == [0, 0], [output(w)[-3000:] for w in restarted]
+    assert all("each training batch: 2 micro-batches" in output(w) for w in restarted)
     resumed = [re.findall(r"resuming from the backup at step (\d+)", output(w)) for w in restarted]
     assert resumed[0] == resumed[1] and len(resumed[0]) == 1, resumed
     assert metrics_epochs(run_dir) == ["0", "1"]  # epoch 1 was not trained again
     (chief,), (other,) = digests(restarted)
-    assert chief == other
-    assert (run_dir / "trained.json").is_file()
-    # Only a normal exit removes TensorFlow's AutoGraph scratch files, which the
-    # killed worker left; its own directory is gone.
-    assert not list((tmp_path / "tmp-1").glob("keras-transformer-*"))
+    assert chief == other  # the same weights after the last update
+
+    for name in ["config.json", "model.keras", "trained.json", "metrics.csv", "tokenizers", "logs"]:
+        assert (run_dir / name).exists(), name
+    assert sorted(os.listdir(run_dir / "checkpoints")) == [
+        "epoch-001.weights.h5",
+        "epoch-002.weights.h5",
+    ]
+    assert not (run_dir / "backup").exists()
+    # The restarted worker that is not the chief left nothing behind, its own directory
+    # included; the killed worker's scratch files stay.
+    assert set(os.listdir(tmp_path / "tmp-1")) == left_by_the_kill - own
+    first, last = losses(run_dir)
+    assert np.isfinite([first, last]).all() and last < first
+    shares = [
+        re.search(r"of 2: (\d+) of the (\d+) training", output(w)).groups() for w in restarted
+    ]
+    assert shares[0] == shares[1] and int(shares[0][0]) == int(shares[0][1]) // 2, shares
