@@ -7,16 +7,12 @@ whose run the documentation's examples use too), started in the background as
 soon as the tests are collected.
 """
 
-import contextlib
-import io
 import json
 import os
 import re
-import runpy
-import sys
 
-import pytest
 from conftest import REPO
+from scripts import run_script
 
 
 def test_readme_main_job(main_job):
@@ -57,11 +53,10 @@ def test_readme_main_job(main_job):
 
 def benchmark(directory, script, *options):
     """What `python benchmarks/<script> --run-dir runs/numbers_de_en` prints in the main
-    job's directory, run in this process (a new one would only add TensorFlow's start)."""
-    argv = [os.path.join(REPO, "benchmarks", script), "--run-dir", "runs/numbers_de_en"]
-    out = io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
-        patch.chdir(directory)
-        patch.setattr(sys, "argv", argv + list(options))
-        runpy.run_path(argv[0], run_name="__main__")
-    return out.getvalue()
+    job's directory, run in this process (`scripts.run_script`)."""
+    path = os.path.join(REPO, "benchmarks", script)
+    status, printed = run_script(
+        path, "--run-dir", "runs/numbers_de_en", *options, directory=directory
+    )
+    assert status == 0, printed[-3000:]
+    return printed
