@@ -269,16 +269,27 @@ def test_litert_translator_refuses_bad_input(small_export, tmp_path, capfd):
     with pytest.raises(ValueError, match="item 1 is not UTF-8: .* position 4"):
         translate(["eins", b"zwei\xff"])
     assert len(translate(["eins", "zwei"])) == 2
+    for threads in (0, 2.0, True):
+        with pytest.raises(ArgumentError, match=rf"`num_threads` must be .* Received: {threads}"):
+            LiteRTTranslator(small_export[1], num_threads=threads)
 
 
 @SMALL_EXPORT
-def test_litert_translate_gives_the_translators_outputs_and_scores(small_export):
+def test_litert_translate_gives_the_translators_outputs_and_scores(small_export, monkeypatch):
     """`translate`, the interface every engine shares: the translator's texts and scores
-    in its shapes, and what the file cannot do refused by name."""
+    in its shapes, with one thread or two, and what the file cannot do refused by name."""
+    from keras_transformer.export import litert_runtime
+
     translator, directory = small_export
     engine = LiteRTTranslator(directory)
+    assert engine.num_threads == 1  # a small file of one sentence a call
+    monkeypatch.setattr(litert_runtime, "SEVERAL_THREADS_BYTES", 1)  # as if it were large
+    assert LiteRTTranslator(directory).num_threads == min(4, len(os.sched_getaffinity(0)))
     sentences = ["eins", "zweiundzwanzig", "dreihundert", "", "   ", "eins " * 20]
     ours, theirs = translator.translate(sentences), engine.translate(sentences)
+    two_threads = LiteRTTranslator(directory, num_threads=2).translate(sentences)
+    assert two_threads.translations.tolist() == theirs.translations.tolist()
+    np.testing.assert_allclose(two_threads.scores, theirs.scores, rtol=1e-5)
     assert type(theirs) is type(ours) is kt.inference.Translations
     assert theirs.translations.shape == theirs.scores.shape == (len(sentences), 1)
     assert theirs.translations.tolist() == ours.translations.tolist()
@@ -309,7 +320,8 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
 
     translator, _ = small_export
     directory = export_litert(translator, tmp_path, max_source_length=8, batch_size=batch_size)
-    engine = LiteRTTranslator(directory)
+    engine = LiteRTTranslator(directory)  # batches: every usable core, at most 4
+    assert engine.num_threads == min(4, len(os.sched_getaffinity(0)))
     signature = engine._interpreter.get_input_details()[0]["shape_signature"].tolist()
     assert signature == [batch_size or -1, 8] and engine.batch_size == batch_size
     calls = []

@@ -26,6 +26,27 @@ from keras_transformer.inference.lines import BATCH_SIZE
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.text import SourcePolicy
 
+# A file at least this large (its weights, which every step reads) is decoded with several
+# threads even one sentence at a time; below it one thread is faster (benchmarks.md).
+SEVERAL_THREADS_BYTES = 16 * 2**20
+MAX_THREADS = 4  # CTranslate2's default intra-op thread count
+
+
+def default_threads(path: str, batch_size: int | None) -> int:
+    """The interpreter threads `LiteRTTranslator` takes for the `.tflite` file at `path`
+    whose calls hold `batch_size` sentences (None: any number): every usable core, at most
+    `MAX_THREADS`, for a file with batches or of `SEVERAL_THREADS_BYTES` or more, else one.
+
+    Examples:
+        ```python
+        default_threads("litert/numbers_de_en/translator.tflite", 1)  # 1: a small file
+        ```
+    """
+    if batch_size == 1 and os.path.getsize(path) < SEVERAL_THREADS_BYTES:
+        return 1
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return max(1, min(MAX_THREADS, len(usable) if usable else os.cpu_count() or 1))
+
 
 def _interpreter_class():
     try:
@@ -68,7 +89,8 @@ class LiteRTTranslator:
 
     Args:
         directory: a directory written by `export_litert`.
-        num_threads: interpreter threads; None lets LiteRT choose.
+        num_threads: interpreter threads; None: `default_threads` (one for a
+            small file of one sentence a call, else every usable core up to four).
 
     Examples:
         ```python
@@ -79,6 +101,13 @@ class LiteRTTranslator:
 
     def __init__(self, directory: str, num_threads: int | None = None):
         import sentencepiece
+
+        if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+        ):
+            raise ArgumentError(
+                f"`num_threads` must be a positive integer or None. Received: {num_threads!r}"
+            )
 
         self.options = read_options(directory, OPTIONS_FILE, "LiteRT")
         self.decode_options = DecodeOptions.from_dict(self.options, others=EXPORT_KEYS)
@@ -110,8 +139,9 @@ class LiteRTTranslator:
         interpreter_class = _interpreter_class()
 
         def load_interpreter(path):
+            self.num_threads = num_threads or default_threads(path, self.batch_size)
             with _native_stderr_silenced():  # LiteRT's "INFO: Created ... XNNPACK delegate"
-                made = interpreter_class(model_path=path, num_threads=num_threads)
+                made = interpreter_class(model_path=path, num_threads=self.num_threads)
                 made.allocate_tensors()
             return made
 
