@@ -44,8 +44,11 @@ def default_threads(path: str, batch_size: int | None) -> int:
     """
     if batch_size == 1 and os.path.getsize(path) < SEVERAL_THREADS_BYTES:
         return 1
-    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    return max(1, min(MAX_THREADS, len(usable) if usable else os.cpu_count() or 1))
+    if sys.platform.startswith("linux"):  # the cores this process may run on
+        usable = len(os.sched_getaffinity(0))
+    else:
+        usable = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, usable))
 
 
 def _interpreter_class():
