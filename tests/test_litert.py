@@ -270,7 +270,8 @@ def test_litert_translator_refuses_bad_input(small_export, tmp_path, capfd):
         translate(["eins", b"zwei\xff"])
     assert len(translate(["eins", "zwei"])) == 2
     for threads in (0, 2.0, True):
-        with pytest.raises(ArgumentError, match=rf"`num_threads` must be .* Received: {threads}"):
+        refused = rf"`num_threads` must be .* Received: num_threads={threads}"
+        with pytest.raises(ArgumentError, match=refused):
             LiteRTTranslator(small_export[1], num_threads=threads)
 
 

@@ -25,6 +25,7 @@ from keras_transformer.inference.engine import Translations, refuse_arguments
 from keras_transformer.inference.lines import BATCH_SIZE
 from keras_transformer.inference.options import DecodeOptions
 from keras_transformer.text import SourcePolicy
+from keras_transformer.validation import check_positive_int
 
 # A file at least this large (its weights, which every step reads) is decoded with several
 # threads even one sentence at a time; below it one thread is faster (benchmarks.md).
@@ -105,12 +106,8 @@ class LiteRTTranslator:
     def __init__(self, directory: str, num_threads: int | None = None):
         import sentencepiece
 
-        if num_threads is not None and (
-            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
-        ):
-            raise ArgumentError(
-                f"`num_threads` must be a positive integer or None. Received: {num_threads!r}"
-            )
+        if num_threads is not None:
+            check_positive_int("num_threads", num_threads)
 
         self.options = read_options(directory, OPTIONS_FILE, "LiteRT")
         self.decode_options = DecodeOptions.from_dict(self.options, others=EXPORT_KEYS)
