@@ -2,7 +2,8 @@
 
 Exports a run's LiteRT files (float32 and dynamic int8, greedy and beam 4, one sentence a
 call and a free batch), and times each with every count of `--threads` and with the
-default (`export.litert_runtime.default_threads`): the first `--sentences` sentences of the
+default (`export.litert_runtime.default_threads`; a free-batch file runs that many
+interpreters of one thread each): the first `--sentences` sentences of the
 split one at a time (p50 ms) on the one-sentence file, and as one batch (sentences/s) on
 the free-batch file. Every thread count must give the same translations (checked).
 

@@ -316,14 +316,17 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
 ):
     """A file whose batch is free (`batch_size=None`) takes each call's sentences in one
     call; one of 3 a call takes them 3 at a time, a short last call padded with empty
-    sources. Both translate and score as the translator does, a batch of one too."""
+    sources. Both translate and score as the translator does, a batch of one too, and a
+    free batch shared among several interpreters as one interpreter does."""
     from keras_transformer.export import litert_runtime
 
     translator, _ = small_export
     directory = export_litert(translator, tmp_path, max_source_length=8, batch_size=batch_size)
     engine = LiteRTTranslator(directory)  # batches: every usable core, at most 4
     assert engine.num_threads == min(4, len(os.sched_getaffinity(0)))
-    signature = engine._interpreter.get_input_details()[0]["shape_signature"].tolist()
+    signature = (
+        engine._interpreters[0].interpreter.get_input_details()[0]["shape_signature"].tolist()
+    )
     assert signature == [batch_size or -1, 8] and engine.batch_size == batch_size
     calls = []
     engine.translate_ids = recorded(engine.translate_ids, calls)
@@ -342,6 +345,15 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
     if batch_size:
         np.testing.assert_array_equal(padded, np.tile(engine.source_ids(""), (len(padded), 1)))
     assert engine(sentences) == ours.translations[:, 0].tolist()  # `ours` of `sentences`
+    # A free batch's rows shared among interpreters of one thread each (3: parts of 2, 1, 1
+    # and of 1, 1, 1) give what one interpreter gives them.
+    one, three = (LiteRTTranslator(directory, num_threads=n) for n in (1, 3))
+    assert [len(e._interpreters) for e in (one, three)] == (
+        [1, 3] if batch_size is None else [1, 1]
+    )
+    alone, shared = one.translate(sentences), three.translate(sentences)
+    assert shared.translations.tolist() == alone.translations.tolist() == ours.translations.tolist()
+    np.testing.assert_allclose(shared.scores, alone.scores, rtol=1e-6)
     wrong = np.zeros((2, 8), np.int32)
     with pytest.raises(ArgumentError, match=rf"shape \({batch_size or 'B'}, 8\)"):
         engine.translate_ids(np.zeros((0, 8), np.int32) if batch_size is None else wrong)

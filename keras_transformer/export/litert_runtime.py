@@ -5,6 +5,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -34,9 +35,10 @@ MAX_THREADS = 4  # CTranslate2's default intra-op thread count
 
 
 def default_threads(path: str, batch_size: int | None) -> int:
-    """The interpreter threads `LiteRTTranslator` takes for the `.tflite` file at `path`
-    whose calls hold `batch_size` sentences (None: any number): every usable core, at most
-    `MAX_THREADS`, for a file with batches or of `SEVERAL_THREADS_BYTES` or more, else one.
+    """The threads `LiteRTTranslator` takes for the `.tflite` file at `path` whose calls
+    hold `batch_size` sentences (None: any number, on as many one-thread interpreters):
+    every usable core, at most `MAX_THREADS`, for a file with batches or of
+    `SEVERAL_THREADS_BYTES` or more, else one.
 
     Examples:
         ```python
@@ -78,6 +80,33 @@ def _native_stderr_silenced():
         os.close(saved)
 
 
+class _Interpreter:
+    """One LiteRT interpreter of a translator file: source ids in, target ids and scores out,
+    resized to each call's rows where the file's batch is free."""
+
+    def __init__(self, interpreter):
+        self.interpreter = interpreter
+        details = interpreter.get_input_details()[0]
+        self._input, self.rows = details["index"], int(details["shape"][0])
+        # The target ids are the integer output; the score the float one, which files
+        # written before it was an output lack.
+        outputs = {o["dtype"]: o["index"] for o in interpreter.get_output_details()}
+        self._output, self._scores = outputs[np.int32], outputs.get(np.float32)
+        self.has_scores = self._scores is not None
+
+    def run(self, source_ids):
+        """Target ids `(rows, max_length)` and scores `(rows,)` (None without them) of int32
+        source ids `(rows, max_source_length)`."""
+        if len(source_ids) != self.rows:
+            self.interpreter.resize_tensor_input(self._input, list(source_ids.shape))
+            self.interpreter.allocate_tensors()
+            self.rows = len(source_ids)
+        self.interpreter.set_tensor(self._input, source_ids)
+        self.interpreter.invoke()  # LiteRT releases the GIL while it runs
+        scores = self.interpreter.get_tensor(self._scores) if self.has_scores else None
+        return self.interpreter.get_tensor(self._output), scores
+
+
 class LiteRTTranslator:
     """Translates strings with a model written by `export_litert`.
 
@@ -89,12 +118,17 @@ class LiteRTTranslator:
     says which). A file exported with one sentence a call (the default) is
     called once per sentence; one of a fixed `batch_size` once per
     `batch_size` sentences (a short last batch padded with empty sources); one
-    whose batch is free once per `inference.lines.BATCH_SIZE` sentences.
+    whose batch is free once per `inference.lines.BATCH_SIZE` sentences, its
+    rows shared among `num_threads` interpreters of one thread each, which
+    decode side by side (two such interpreters are faster than one of two
+    threads: docs/guides/litert.md, "Threads").
 
     Args:
         directory: a directory written by `export_litert`.
-        num_threads: interpreter threads; None: `default_threads` (one for a
-            small file of one sentence a call, else every usable core up to four).
+        num_threads: threads; None: `default_threads` (one for a small file of
+            one sentence a call, else every usable core up to four). A file of
+            a fixed batch runs one interpreter of that many threads; a file
+            whose batch is free, that many interpreters of one thread.
 
     Examples:
         ```python
@@ -138,23 +172,21 @@ class LiteRTTranslator:
             self._source_map, self._target_map = maps["source"], maps["target"]
         interpreter_class = _interpreter_class()
 
-        def load_interpreter(path):
+        def load_interpreters(path):
             self.num_threads = num_threads or default_threads(path, self.batch_size)
+            count, threads = (1, self.num_threads) if self.batch_size else (self.num_threads, 1)
             with _native_stderr_silenced():  # LiteRT's "INFO: Created ... XNNPACK delegate"
-                made = interpreter_class(model_path=path, num_threads=self.num_threads)
-                made.allocate_tensors()
-            return made
+                made = [
+                    interpreter_class(model_path=path, num_threads=threads) for _ in range(count)
+                ]
+                for interpreter in made:
+                    interpreter.allocate_tensors()
+            return [_Interpreter(interpreter) for interpreter in made]
 
-        interpreter = open_export_file(
-            directory, LITERT_FILE, load_interpreter, "a LiteRT model", "litert"
+        self._interpreters = open_export_file(
+            directory, LITERT_FILE, load_interpreters, "a LiteRT model", "litert"
         )
-        self._interpreter = interpreter
-        self._input = interpreter.get_input_details()[0]["index"]
-        self._rows = int(interpreter.get_input_details()[0]["shape"][0])  # the allocated batch
-        # The target ids are the integer output; the score the float one, which files
-        # written before it was an output lack.
-        outputs = {o["dtype"]: o["index"] for o in interpreter.get_output_details()}
-        self._output, self._scores = outputs[np.int32], outputs.get(np.float32)
+        self._last_scores = np.zeros(0, np.float32)
 
     def source_ids(self, sentence):
         """A sentence's ids, cut to `max_source_length` with EOS: int32 `(1, S)`, 0-padded."""
@@ -190,13 +222,15 @@ class LiteRTTranslator:
                 f"{self.max_source_length}). Received: shape {source_ids.shape}, dtype "
                 f"{source_ids.dtype}"
             )
-        if rows != self._rows:  # a file whose batch is free, given another batch
-            self._interpreter.resize_tensor_input(self._input, [rows, self.max_source_length])
-            self._interpreter.allocate_tensors()
-            self._rows = rows
-        self._interpreter.set_tensor(self._input, source_ids.astype(np.int32))
-        self._interpreter.invoke()
-        return self._interpreter.get_tensor(self._output)
+        parts = np.array_split(source_ids.astype(np.int32), min(rows, len(self._interpreters)))
+        if len(parts) == 1:
+            results = [self._interpreters[0].run(parts[0])]
+        else:  # a free batch: each interpreter decodes a share of the rows
+            with ThreadPoolExecutor(len(parts)) as pool:
+                results = list(pool.map(_Interpreter.run, self._interpreters, parts))
+        if self._interpreters[0].has_scores:
+            self._last_scores = np.concatenate([scores for _, scores in results])
+        return np.concatenate([target_ids for target_ids, _ in results])
 
     def truncated(self, sentences):
         """Which sentences are longer than `max_source_length` pieces with EOS: list of bool."""
@@ -205,11 +239,11 @@ class LiteRTTranslator:
     @property
     def scores(self):
         """The scores of the last call's outputs, log P / length penalty: float32 `(B,)`."""
-        if self._scores is None:
+        if not self._interpreters[0].has_scores:
             raise ArgumentError(
                 "This LiteRT file was written without scores; export it again for them."
             )
-        return self._interpreter.get_tensor(self._scores)
+        return self._last_scores
 
     @property
     def score(self):
