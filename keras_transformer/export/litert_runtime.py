@@ -92,7 +92,10 @@ class _Interpreter:
         # written before it was an output lack.
         outputs = {o["dtype"]: o["index"] for o in interpreter.get_output_details()}
         self._output, self._scores = outputs[np.int32], outputs.get(np.float32)
-        self.has_scores = self._scores is not None
+
+    @property
+    def has_scores(self):
+        return self._scores is not None
 
     def run(self, source_ids):
         """Target ids `(rows, max_length)` and scores `(rows,)` (None without them) of int32
