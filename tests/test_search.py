@@ -20,12 +20,13 @@ from keras_transformer.inference import loop as search_module
 from keras_transformer.inference.adapters import HypothesisRows
 from keras_transformer.inference.ensemble import Ensemble
 from keras_transformer.inference.loop import cache_lengths
+from keras_transformer.inference.probabilities import log_softmax_without_pad_and_bos
 from keras_transformer.inference.scoring import score_outputs
 from keras_transformer.inference.top_k import top_k_by_blocks
 from keras_transformer.layers import ALiBi, Learned, Rotary, ShawRelative, Sinusoidal, T5Bias
 from keras_transformer.models import FixedCache
 
-BOS, EOS = 2, 3
+PAD, BOS, EOS = 0, 2, 3
 
 
 def random_model(norm_first, shared_embeddings=None, num_layers=2, **options):
@@ -287,6 +288,48 @@ def test_top_k_by_blocks_gives_top_k_exactly_with_ties_and_minus_infinity(vocab,
         top, index = top_k_by_blocks(tf.constant(values), k)
         np.testing.assert_array_equal(top.numpy(), expected.values.numpy())
         np.testing.assert_array_equal(index.numpy(), expected.indices.numpy())
+
+
+@pytest.mark.parametrize("spread", [1.0, 30.0])
+def test_next_token_log_probabilities_are_a_float64_log_softmax_without_pad_and_bos(spread):
+    """The searches' log-softmax against NumPy's in float64, in TensorFlow and in LiteRT:
+    padding and BOS at -inf (the lowest float32 in LiteRT), every other token within
+    float32 rounding, a near-certain token's log p (about -1e-5) to 2e-7; in LiteRT without
+    its `LOG_SOFTMAX` kernel, which is 5x slower on logits as spread out as a trained
+    model's."""
+    rng = np.random.default_rng(int(spread))
+    logits = (rng.standard_normal((5, 3000)) * spread).astype("float32")
+    logits[:, 7] = logits.max(axis=1) + 20.0  # p(7) = 1 - about 1e-5 or less
+    wide = logits.astype("float64")
+    wide[:, [PAD, BOS]] = -np.inf
+    shifted = wide - wide.max(axis=1, keepdims=True)
+    expected = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    step = tf.function(lambda z: log_softmax_without_pad_and_bos(z, BOS))
+    lite, ops = litert_of(step, tf.TensorSpec(logits.shape, tf.float32))
+    assert "LOG_SOFTMAX" not in ops, ops
+    for log_probs in (step(logits).numpy(), lite(logits)):
+        lowest = np.finfo(np.float32).min  # LiteRT's converter writes -inf as it
+        assert (log_probs[:, [PAD, BOS]] <= lowest).all()
+        others = np.delete(np.arange(logits.shape[1]), [PAD, BOS])
+        np.testing.assert_allclose(log_probs[:, others], expected[:, others], atol=2e-5)
+        np.testing.assert_allclose(log_probs[:, 7], expected[:, 7], rtol=0, atol=2e-7)
+
+
+def litert_of(function, spec):
+    """`function` of one input `spec` converted to LiteRT: a NumPy function of it and the
+    names of its ops; skipped without `ai-edge-litert`."""
+    interpreter_module = pytest.importorskip("ai_edge_litert.interpreter")
+    concrete = function.get_concrete_function(spec)
+    model = tf.lite.TFLiteConverter.from_concrete_functions([concrete], function).convert()
+    interpreter = interpreter_module.Interpreter(model_content=model)
+    interpreter.allocate_tensors()
+
+    def run(x):
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+        interpreter.invoke()
+        return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+    return run, {op["op_name"] for op in interpreter._get_ops_details()}
 
 
 def uncached_greedy(model, source, max_length):
