@@ -315,9 +315,10 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
     small_export, tmp_path, monkeypatch, batch_size
 ):
     """A file whose batch is free (`batch_size=None`) takes each call's sentences in one
-    call; one of 3 a call takes them 3 at a time, a short last call padded with empty
-    sources. Both translate and score as the translator does, a batch of one too, and a
-    free batch shared among several interpreters as one interpreter does."""
+    call; one of 3 a call takes them 3 at a time on each interpreter, a short last batch
+    padded with empty sources, and only its loop has no shape left open. Both translate and
+    score as the translator does, a batch of one too, and rows shared among several
+    interpreters as one interpreter does."""
     from keras_transformer.export import litert_runtime
 
     translator, _ = small_export
@@ -328,6 +329,14 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
         engine._interpreters[0].interpreter.get_input_details()[0]["shape_signature"].tolist()
     )
     assert signature == [batch_size or -1, 8] and engine.batch_size == batch_size
+    interpreter = engine._interpreters[0].interpreter
+    open_shapes = [  # tensors of the search's loops whose shape waits for the batch's
+        tensor["name"]
+        for graph in range(interpreter._interpreter.NumSubgraphs())
+        for tensor in interpreter.get_tensor_details(graph)
+        if -1 in tensor["shape_signature"]
+    ]
+    assert bool(open_shapes) == (batch_size is None), open_shapes[:5]  # a fixed batch: none
     calls = []
     engine.translate_ids = recorded(engine.translate_ids, calls)
     monkeypatch.setattr(litert_runtime, "BATCH_SIZE", 4)  # a free file's sentences a call
@@ -338,19 +347,19 @@ def test_a_file_of_several_sentences_a_call_gives_the_translators_outputs(
         assert theirs.translations.tolist() == ours.translations.tolist(), given
         np.testing.assert_allclose(theirs.scores, ours.scores, rtol=1e-4, atol=1e-5)
         rows = [len(ids) for ids, _ in calls]
-        per_call = batch_size or 4
+        per_call = 4 if batch_size is None else batch_size * len(engine._interpreters)
         expected = [min(per_call, len(given) - start) for start in range(0, len(given), per_call)]
-        assert rows == ([batch_size] * len(expected) if batch_size else expected), rows
+        if batch_size:  # whole batches: a short last one padded
+            expected = [-(-n // batch_size) * batch_size for n in expected]
+        assert rows == expected, rows
     padded = calls[-1][0][len(sentences) % 3 :]  # the last call's rows past the sentences
     if batch_size:
         np.testing.assert_array_equal(padded, np.tile(engine.source_ids(""), (len(padded), 1)))
     assert engine(sentences) == ours.translations[:, 0].tolist()  # `ours` of `sentences`
-    # A free batch's rows shared among interpreters of one thread each (3: parts of 2, 1, 1
-    # and of 1, 1, 1) give what one interpreter gives them.
+    # Rows shared among interpreters of one thread each (3: a free batch's parts of 2, 1, 1
+    # and of 1, 1, 1; a fixed batch's 3 batches, one each) give what one interpreter gives.
     one, three = (LiteRTTranslator(directory, num_threads=n) for n in (1, 3))
-    assert [len(e._interpreters) for e in (one, three)] == (
-        [1, 3] if batch_size is None else [1, 1]
-    )
+    assert [len(e._interpreters) for e in (one, three)] == [1, 3]
     alone, shared = one.translate(sentences), three.translate(sentences)
     assert shared.translations.tolist() == alone.translations.tolist() == ours.translations.tolist()
     np.testing.assert_allclose(shared.scores, alone.scores, rtol=1e-6)

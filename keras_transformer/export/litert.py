@@ -122,7 +122,7 @@ def export_litert(
         autograph=False,
     )
     def search(source_ids):  # (B, S) -> (B, max_length), (B,)
-        result = plain.search(source_ids)
+        result = plain.search(source_ids, static_shapes=True)  # a static loop for LiteRT
         return {"target_ids": result.token_ids[:, 0], "scores": result.scores[:, 0]}
 
     converter = tf.lite.TFLiteConverter.from_concrete_functions(

@@ -36,9 +36,9 @@ MAX_THREADS = 4  # CTranslate2's default intra-op thread count
 
 def default_threads(path: str, batch_size: int | None) -> int:
     """The threads `LiteRTTranslator` takes for the `.tflite` file at `path` whose calls
-    hold `batch_size` sentences (None: any number, on as many one-thread interpreters):
-    every usable core, at most `MAX_THREADS`, for a file with batches or of
-    `SEVERAL_THREADS_BYTES` or more, else one.
+    hold `batch_size` sentences (None: any number; a file of more than one sentence a
+    call runs that many interpreters of one thread): every usable core, at most
+    `MAX_THREADS`, for a file with batches or of `SEVERAL_THREADS_BYTES` or more, else one.
 
     Examples:
         ```python
@@ -109,6 +109,10 @@ class _Interpreter:
         scores = self.interpreter.get_tensor(self._scores) if self.has_scores else None
         return self.interpreter.get_tensor(self._output), scores
 
+    def run_all(self, parts):
+        """`run` of each of `parts`, in turn: a list of `(target_ids, scores)`."""
+        return [self.run(part) for part in parts]
+
 
 class LiteRTTranslator:
     """Translates strings with a model written by `export_litert`.
@@ -119,19 +123,20 @@ class LiteRTTranslator:
     at once: it translates to "", as everywhere in the package. A source
     longer than the export's `max_source_length` is cut to it (`truncated`
     says which). A file exported with one sentence a call (the default) is
-    called once per sentence; one of a fixed `batch_size` once per
-    `batch_size` sentences (a short last batch padded with empty sources); one
-    whose batch is free once per `inference.lines.BATCH_SIZE` sentences, its
-    rows shared among `num_threads` interpreters of one thread each, which
-    decode side by side (two such interpreters are faster than one of two
-    threads: docs/guides/litert.md, "Threads").
+    called once per sentence, on one interpreter of `num_threads` threads. A
+    file of a fixed `batch_size` of several sentences runs `num_threads`
+    interpreters of one thread each, which take its batches (a short last one
+    padded with empty sources) in turn and decode side by side; a file whose
+    batch is free, as many, each decoding a share of every
+    `inference.lines.BATCH_SIZE` sentences (two such interpreters are faster
+    than one of two threads: docs/guides/litert.md, "Threads").
 
     Args:
         directory: a directory written by `export_litert`.
         num_threads: threads; None: `default_threads` (one for a small file of
             one sentence a call, else every usable core up to four). A file of
-            a fixed batch runs one interpreter of that many threads; a file
-            whose batch is free, that many interpreters of one thread.
+            one sentence a call runs one interpreter of that many threads;
+            other files, that many interpreters of one thread.
 
     Examples:
         ```python
@@ -177,7 +182,8 @@ class LiteRTTranslator:
 
         def load_interpreters(path):
             self.num_threads = num_threads or default_threads(path, self.batch_size)
-            count, threads = (1, self.num_threads) if self.batch_size else (self.num_threads, 1)
+            one_sentence = self.batch_size == 1  # a device's file: one interpreter, its threads
+            count, threads = (1, self.num_threads) if one_sentence else (self.num_threads, 1)
             with _native_stderr_silenced():  # LiteRT's "INFO: Created ... XNNPACK delegate"
                 made = [
                     interpreter_class(model_path=path, num_threads=threads) for _ in range(count)
@@ -209,15 +215,15 @@ class LiteRTTranslator:
 
     def translate_ids(self, source_ids):
         """Target ids `(B, max_length)` of source ids `(B, max_source_length)`, 0 after EOS,
-        where B is the file's batch size, or any number for a file whose batch is free;
-        `scores` then holds the outputs' scores."""
+        where B is the file's batch size or a multiple of it, or any number for a file whose
+        batch is free; `scores` then holds the outputs' scores."""
         source_ids = np.asarray(source_ids)
         rows = source_ids.shape[0] if source_ids.ndim == 2 else 0
         if (
             source_ids.ndim != 2
             or source_ids.shape[1] != self.max_source_length
             or rows == 0
-            or (self.batch_size is not None and rows != self.batch_size)
+            or (self.batch_size is not None and rows % self.batch_size)
             or source_ids.dtype.kind not in "iu"
         ):
             raise ArgumentError(
@@ -225,12 +231,18 @@ class LiteRTTranslator:
                 f"{self.max_source_length}). Received: shape {source_ids.shape}, dtype "
                 f"{source_ids.dtype}"
             )
-        parts = np.array_split(source_ids.astype(np.int32), min(rows, len(self._interpreters)))
-        if len(parts) == 1:
-            results = [self._interpreters[0].run(parts[0])]
-        else:  # a free batch: each interpreter decodes a share of the rows
-            with ThreadPoolExecutor(len(parts)) as pool:
-                results = list(pool.map(_Interpreter.run, self._interpreters, parts))
+        count = len(self._interpreters)
+        if self.batch_size is None:  # a share of the rows for each interpreter
+            parts = np.array_split(source_ids.astype(np.int32), min(rows, count))
+        else:  # the file's batches, dealt out to the interpreters in turn
+            parts = np.split(source_ids.astype(np.int32), rows // self.batch_size)
+        shares = [parts[first::count] for first in range(min(count, len(parts)))]
+        if len(shares) == 1:
+            done = [_Interpreter.run_all(self._interpreters[0], shares[0])]
+        else:  # interpreters decode side by side
+            with ThreadPoolExecutor(len(shares)) as pool:
+                done = list(pool.map(_Interpreter.run_all, self._interpreters, shares))
+        results = [done[part % count][part // count] for part in range(len(parts))]
         if self._interpreters[0].has_scores:
             self._last_scores = np.concatenate([scores for _, scores in results])
         return np.concatenate([target_ids for target_ids, _ in results])
@@ -310,10 +322,12 @@ class LiteRTTranslator:
         """`(text, score or None)` of each of `sentences`, a list of `str`, translated
         `batch_size` (or `BATCH_SIZE`) a call."""
         pairs = []
-        per_call = self.batch_size or BATCH_SIZE
+        batch = self.batch_size
+        per_call = BATCH_SIZE if batch is None else batch * len(self._interpreters)
         for start in range(0, len(sentences), per_call):
             chunk = sentences[start : start + per_call]
-            rows = self._source_rows(chunk, self.batch_size or len(chunk))
+            whole = -(-len(chunk) // batch) * batch if batch else len(chunk)  # whole batches
+            rows = self._source_rows(chunk, whole)
             target_ids = self.translate_ids(rows)  # (rows, max_length)
             chunk_scores = self.scores.tolist() if scores else [None] * len(rows)
             pairs += [(self._text(target_ids[row]), chunk_scores[row]) for row in range(len(chunk))]

@@ -83,7 +83,7 @@ class BucketedSearch(tf.Module):
         self.decoded = decoded
         self._compiled = tf.function(self._search, jit_compile=jit_compile, autograph=False)
 
-    def __call__(self, source_ids, prefix_ids=None, constraint_ids=None):
+    def __call__(self, source_ids, prefix_ids=None, constraint_ids=None, *, static_shapes=False):
         """The search's `DecodingResult` over source ids `(B, S)`, N = `n_best`.
 
         Args:
@@ -91,6 +91,10 @@ class BucketedSearch(tf.Module):
                 outside [0, source vocabulary) raise `InvalidArgumentError`.
             prefix_ids: optional int32 `(B, P)`, 0-padded target prefixes.
             constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases.
+            static_shapes: False traces the search once for inputs of any
+                shape; True traces it for these inputs' shapes, so that a
+                graph of fixed shapes (an export) holds a search whose every
+                shape is known (`Translator.search`).
         """
         source_ids = tf.ensure_shape(source_ids, [None, None], name="source_ids_must_be_a_matrix")
         with tf.control_dependencies(self._checks(source_ids)):
@@ -107,7 +111,8 @@ class BucketedSearch(tf.Module):
                 padded, prefix_ids, constraint_ids = self._pad_rows(
                     padded, prefix_ids, constraint_ids
                 )
-            result = self._traced_once(padded, prefix_ids, constraint_ids)
+            search = self._compiled if static_shapes else self._traced_once
+            result = search(padded, prefix_ids, constraint_ids)
             return DecodingResult(*(None if t is None else t[:batch] for t in result))
 
     def _traced_once(self, *inputs):

@@ -302,7 +302,7 @@ class Translator(tf.Module):
         """
         return self.search(source_ids).token_ids[:, 0]
 
-    def search(self, source_ids, prefix_ids=None, constraint_ids=None):
+    def search(self, source_ids, prefix_ids=None, constraint_ids=None, *, static_shapes=False):
         """The translator's search over source ids `(B, S)`: a `DecodingResult` with
         N = `n_best`.
 
@@ -313,6 +313,11 @@ class Translator(tf.Module):
             prefix_ids: optional int32 `(B, P)`, 0-padded target prefixes.
             constraint_ids: optional int32 `(B, C, T)`, 0-padded phrases
                 (`constraint_ids`).
+            static_shapes: True traces the search for the inputs' own
+                shapes rather than once for any shape: inside a graph of
+                fixed shapes (`export.export_litert`), every shape in the
+                search's loop is then a constant, and LiteRT runs the loop
+                without planning its memory again at each step.
 
         The search is traced once, and the inputs are padded to a few
         shapes, which XLA compiles once each (`inference.BucketedSearch`);
@@ -324,7 +329,9 @@ class Translator(tf.Module):
             result.token_ids.shape  # (1, 1, 64)
             ```
         """
-        return self.bucketed_search(source_ids, prefix_ids, constraint_ids)
+        return self.bucketed_search(
+            source_ids, prefix_ids, constraint_ids, static_shapes=static_shapes
+        )
 
 
 # Every decoding option reads as an attribute of the translator: `translator.beam_size`.
