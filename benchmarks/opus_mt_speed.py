@@ -13,7 +13,8 @@ times `import_marian`, then translates the same sentences with
 - the imported run's default SavedModel (what stock TF Serving runs), float32 and
   bfloat16, at beam 4, and its LiteRT exports, float32 and dynamic int8, greedy and beam 4,
   each with one sentence a call (timed one sentence at a time) and with a free batch
-  (`batch_size=None`, timed on the batch);
+  (`batch_size=None`, timed on the batch), and dynamic int8 with 16 sentences a call (timed
+  on the batch, its calls shared among the interpreters);
 
 and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
 float32's at its faster thread count, a batch's sentences per second, the files' sizes, and
@@ -204,6 +205,18 @@ def main():
             )
         )
         engines[f"{kind}_batches_beam{beam}"] = (None, lambda batch, t=batched: t(batch))
+        if quantization:  # a fixed batch: a loop of known shapes, batches dealt to interpreters
+            fixed = LiteRTTranslator(
+                run.export_litert_run(
+                    run_dir,
+                    os.path.join(work, f"{kind}_batch16_beam{beam}"),
+                    beam_size=beam,
+                    max_length=args.max_length,
+                    quantization=quantization,
+                    batch_size=16,
+                )
+            )
+            engines[f"{kind}_batch16_beam{beam}"] = (None, lambda batch, t=fixed: t(batch))
 
     latency, throughput = time_engines(engines, sentences)
     print_times(engines, latency, throughput)
