@@ -55,8 +55,9 @@ def print_times(engines, latency, throughput):
             print(f"{name:36}{'':30}{rate}")
 
 
-def fastest_against_ct2_int8(latency, throughput):
-    """Per row, `(the package's fastest engine, its speed over CTranslate2 int8's fastest)`."""
+def fastest_against(latency, throughput, ours="", theirs="ct2_int8"):
+    """Per row, `(the package's fastest engine whose name starts with `ours`, its speed over
+    the fastest CTranslate2 engine whose name starts with `theirs`)`."""
     rows = {}
     for beam in (1, 4):
         search = "greedy" if beam == 1 else "beam4"
@@ -64,16 +65,20 @@ def fastest_against_ct2_int8(latency, throughput):
             (f"{search}_one", latency, min),
             (f"{search}_batch", throughput, max),
         ]:
-            ours = {k: v for k, v in values.items() if k.endswith(f"beam{beam}")}
-            theirs = better(v for k, v in ours.items() if k.startswith("ct2_int8"))
-            ours = {k: v for k, v in ours.items() if not k.startswith("ct2_")}
-            name = better(ours, key=ours.get)
-            ratio = theirs / ours[name] if better is min else ours[name] / theirs
+            at_beam = {k: v for k, v in values.items() if k.endswith(f"beam{beam}")}
+            reference = better(v for k, v in at_beam.items() if k.startswith(theirs))
+            package = {
+                k: v for k, v in at_beam.items() if k.startswith(ours) and not k.startswith("ct2_")
+            }
+            if not package:
+                continue
+            name = better(package, key=package.get)
+            ratio = reference / package[name] if better is min else package[name] / reference
             rows[row] = (name, round(ratio, 2))
     return rows
 
 
-def print_rows(rows):
-    print("\nfastest engine of the package over CTranslate2 int8's fastest (speed ratio):")
+def print_rows(rows, title="the package's fastest engine over CTranslate2 int8's fastest"):
+    print(f"\n{title} (speed ratio):")
     for row, (name, ratio) in rows.items():
         print(f"  {row:20}{name:36}{ratio:6.2f}x")

@@ -10,8 +10,10 @@ times `import_marian`, then translates the same sentences with
 - CTranslate2 on the same directory converted by its own `OpusMTConverter`, float32 and
   int8, greedy and beam 4, with each of `--ct2-threads` intra-op thread counts (1 and 2 by
   default: float32 is faster with two on a 2-core VM, int8 often with one);
-- the imported run's default SavedModel (what stock TF Serving runs), float32 and
-  bfloat16, at beam 4, and its LiteRT exports, float32 and dynamic int8, greedy and beam 4,
+- the imported run's SavedModels through `serving_default`: the default export (what stock
+  TF Serving runs), its bfloat16 twin, and the `xla=True` export (for a server started with
+  `--xla_cpu_compilation_enabled=true`), greedy and beam 4, one sentence and the batch;
+- its LiteRT exports, float32 and dynamic int8, greedy and beam 4,
   each with one sentence a call (timed one sentence at a time) and with a free batch
   (`batch_size=None`, timed on the batch), and dynamic int8 with 16 sentences a call (timed
   on the batch, its calls shared among the interpreters);
@@ -19,12 +21,15 @@ times `import_marian`, then translates the same sentences with
 and prints, per engine, the one-sentence latency (p50) and its ratio to CTranslate2
 float32's at its faster thread count, a batch's sentences per second, the files' sizes, and
 for each of the four rows (greedy and beam 4, one sentence and the batch) the package's
-fastest engine over CTranslate2 int8's fastest thread count. EOS gets a very negative
+fastest engine over CTranslate2 int8's fastest thread count, and the SavedModel's fastest
+export over CTranslate2 float32's. EOS gets a very negative
 output bias, so every engine writes `--max-length` pieces for every sentence (checked for
-the `Translator` and CTranslate2 float32).
+the `Translator` and CTranslate2 float32). `--engines` times some of the package's
+engines only (CTranslate2 always runs): with every engine loaded the one process peaks
+at about 22 GiB of resident memory.
 
     MULTI30K_DIR=../shared/data/multi30k python benchmarks/opus_mt_speed.py [--sentences 40] \
-        [--ct2-threads 1,2]
+        [--ct2-threads 1,2] [--engines translator,saved_model,litert]
 
 The last line is JSON.
 """
@@ -45,7 +50,7 @@ import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
 from engine_rows import (  # noqa: E402
-    fastest_against_ct2_int8,
+    fastest_against,
     print_rows,
     print_times,
     time_engines,
@@ -100,6 +105,120 @@ def ct2_engine(engine, options, pieces_of):
     )
 
 
+TRANSLATORS = {
+    "translator": dict(jit_compile=True),
+    "translator_no_xla": dict(jit_compile=False),
+    "translator_bf16": dict(jit_compile=False, compute_dtype="bfloat16"),
+}
+SAVED_MODELS = {
+    "saved_model": dict(),
+    "saved_model_bf16": dict(compute_dtype="bfloat16"),
+    "saved_model_xla": dict(xla=True),
+}
+# LiteRT files by sentences a call: one, a free batch, and a fixed 16 (dynamic int8 only: a
+# loop of known shapes, whose calls are dealt to the interpreters in turn).
+LITERT_FILES = {1: "", None: "_batches", 16: "_batch16"}
+FAMILIES = ("translator", "saved_model", "litert")
+
+
+def both_beams(kinds):
+    """`(kind, options, beam)` for each kind of `kinds` at beams 1 and 4."""
+    return [(kind, options, beam) for kind, options in kinds.items() for beam in (1, 4)]
+
+
+def translator_engines(run_dir, sentences, max_length):
+    """`{name: (one sentence, batch)}` of the run's `Translator`s, greedy and beam 4."""
+    engines = {}
+    for kind, options, beam in both_beams(TRANSLATORS):
+        translator = run.make_translator(run_dir, beam_size=beam, max_length=max_length, **options)
+        engines[f"{kind}_beam{beam}"] = (
+            lambda s, t=translator: t([s]),
+            lambda batch, t=translator: t(tf.constant(batch)),
+        )
+    written = translator.translate_ids(translator.source_ids(sentences)).numpy() != 0
+    assert written.sum(axis=1).min() == max_length, "an output ended before max_length"
+    return engines
+
+
+def ct2_engines(model_dir, work, source_pieces, sentences, args, results):
+    """`{name: (one sentence, batch)}` of CTranslate2 float32 and int8 on its own conversion
+    of `model_dir`, at each of `--ct2-threads` and both beams; sizes go into `results`."""
+    import ctranslate2
+    from ctranslate2.converters import OpusMTConverter
+
+    pieces_of = dict(zip(sentences, source_pieces, strict=True))
+    engines = {}
+    for compute_type in ("float32", "int8"):
+        converted = os.path.join(work, f"ct2_{compute_type}")
+        OpusMTConverter(model_dir).convert(converted, quantization=compute_type)
+        results[f"ct2_{compute_type}_bytes"] = directory_size(converted)
+        for threads in [int(n) for n in args.ct2_threads.split(",")]:
+            engine = ctranslate2.Translator(converted, intra_threads=threads)
+            if compute_type == "float32":
+                hypotheses = engine.translate_batch(
+                    source_pieces, max_decoding_length=args.max_length
+                )
+                assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
+            for beam in (1, 4):
+                options = dict(beam_size=beam, max_decoding_length=args.max_length)
+                engines[f"ct2_{compute_type}_{threads}t_beam{beam}"] = ct2_engine(
+                    engine, options, pieces_of
+                )
+    return engines
+
+
+def saved_model_engines(run_dir, work, max_length, results):
+    """`{name: (one sentence, batch)}` of the run's SavedModels through `serving_default`,
+    greedy and beam 4: the default export (what stock TF Serving runs), its bfloat16 twin,
+    and `xla=True` (for a server started with `--xla_cpu_compilation_enabled=true`); sizes
+    go into `results`."""
+    engines = {}
+    for kind, options, beam in both_beams(SAVED_MODELS):
+        saved = run.export(
+            run_dir,
+            f"{kind}_beam{beam}",
+            base_dir=os.path.join(work, "saved"),
+            beam_size=beam,
+            max_length=max_length,
+            **options,
+        )
+        results[f"{kind}_bytes"] = directory_size(saved)
+        serving = tf.saved_model.load(saved).signatures["serving_default"]
+        engines[f"{kind}_beam{beam}"] = (
+            lambda s, f=serving: f(inputs=tf.constant([s])),
+            lambda batch, f=serving: f(inputs=tf.constant(batch)),
+        )
+    return engines
+
+
+def litert_engines(run_dir, work, max_length, results):
+    """`{name: (one sentence, batch)}` of the run's LiteRT files, float32 and dynamic int8,
+    greedy and beam 4, one for each of `LITERT_FILES`; sizes go into `results`."""
+    from keras_transformer.export.litert_runtime import LiteRTTranslator
+
+    engines = {}
+    kinds = {"litert_float32": None, "litert_dynamic_int8": "dynamic_int8"}
+    for kind, quantization, beam in both_beams(kinds):
+        for batch_size, suffix in LITERT_FILES.items():
+            if batch_size == 16 and quantization is None:
+                continue
+            path = run.export_litert_run(
+                run_dir,
+                os.path.join(work, f"{kind}{suffix}_beam{beam}"),
+                beam_size=beam,
+                max_length=max_length,
+                quantization=quantization,
+                batch_size=batch_size,
+            )
+            lite = LiteRTTranslator(path)
+            if batch_size == 1:
+                results[f"{kind}_bytes"] = directory_size(path)
+                engines[f"{kind}_beam{beam}"] = (lambda s, t=lite: t([s]), None)
+            else:
+                engines[f"{kind}{suffix}_beam{beam}"] = (None, lite)
+    return engines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=32, help="also the batch's size")
@@ -107,11 +226,15 @@ def main():
     parser.add_argument(
         "--ct2-threads", default="1,2", help="CTranslate2 intra_threads counts, comma-separated"
     )
+    parser.add_argument(
+        "--engines",
+        default=",".join(FAMILIES),
+        help=f"the package's engines to time beside CTranslate2, of {', '.join(FAMILIES)}",
+    )
     args = parser.parse_args()
-    import ctranslate2
-    from ctranslate2.converters import OpusMTConverter
-
-    from keras_transformer.export.litert_runtime import LiteRTTranslator
+    families = args.engines.split(",")
+    if unknown := set(families) - set(FAMILIES):
+        parser.error(f"unknown --engines {', '.join(sorted(unknown))}; choose from {FAMILIES}")
     from keras_transformer.run.opus_mt import import_marian
 
     corpus, sentences = corpus_and_sentences(args.sentences)
@@ -131,107 +254,26 @@ def main():
         [source.pieces[i] for i in row] for row in source.tokenize(tf.constant(sentences)).to_list()
     ]
     print(f"{len(sentences)} sentences, {np.mean([len(p) for p in source_pieces]):.1f} pieces each")
-    pieces_of = dict(zip(sentences, source_pieces, strict=True))
     engines = {}
-    kinds = {"translator": (True, "float32"), "translator_no_xla": (False, "float32")}
-    kinds["translator_bf16"] = (False, "bfloat16")
-    for (kind, (xla, dtype)), beam in [(kind, beam) for kind in kinds.items() for beam in (1, 4)]:
-        translator = run.make_translator(
-            run_dir,
-            beam_size=beam,
-            max_length=args.max_length,
-            jit_compile=xla,
-            compute_dtype=dtype,
-        )
-        engines[f"{kind}_beam{beam}"] = (
-            lambda s, t=translator: t([s]),
-            lambda batch, t=translator: t(tf.constant(batch)),
-        )
-    written = translator.translate_ids(translator.source_ids(sentences)).numpy() != 0
-    assert written.sum(axis=1).min() == args.max_length, "an output ended before max_length"
-    for compute_type in ("float32", "int8"):
-        converted = os.path.join(work, f"ct2_{compute_type}")
-        OpusMTConverter(model_dir).convert(converted, quantization=compute_type)
-        results[f"ct2_{compute_type}_bytes"] = directory_size(converted)
-        for threads in [int(n) for n in args.ct2_threads.split(",")]:
-            engine = ctranslate2.Translator(converted, intra_threads=threads)
-            if compute_type == "float32":
-                hypotheses = engine.translate_batch(
-                    source_pieces, max_decoding_length=args.max_length
-                )
-                assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
-            for beam in (1, 4):
-                options = dict(beam_size=beam, max_decoding_length=args.max_length)
-                engines[f"ct2_{compute_type}_{threads}t_beam{beam}"] = ct2_engine(
-                    engine, options, pieces_of
-                )
-    saved = run.export(
-        run_dir, base_dir=os.path.join(work, "saved"), beam_size=4, max_length=args.max_length
-    )
-    results["saved_model_bytes"] = directory_size(saved)
-    serving = tf.saved_model.load(saved).signatures["serving_default"]
-    engines["saved_model_beam4"] = (lambda s: serving(inputs=tf.constant([s])), None)
-    saved_bf16 = run.export(
-        run_dir,
-        "bf16",
-        base_dir=os.path.join(work, "saved"),
-        beam_size=4,
-        max_length=args.max_length,
-        compute_dtype="bfloat16",
-    )
-    results["saved_model_bf16_bytes"] = directory_size(saved_bf16)
-    serving_bf16 = tf.saved_model.load(saved_bf16).signatures["serving_default"]
-    engines["saved_model_bf16_beam4"] = (lambda s: serving_bf16(inputs=tf.constant([s])), None)
-    for quantization, beam in [(q, b) for q in (None, "dynamic_int8") for b in (1, 4)]:
-        kind = f"litert_{quantization or 'float32'}"
-        litert = run.export_litert_run(
-            run_dir,
-            os.path.join(work, f"{kind}_beam{beam}"),
-            beam_size=beam,
-            max_length=args.max_length,
-            quantization=quantization,
-        )
-        results[f"{kind}_bytes"] = directory_size(litert)
-        lite = LiteRTTranslator(litert)
-        engines[f"{kind}_beam{beam}"] = (lambda s, t=lite: t([s]), None)
-        batched = LiteRTTranslator(
-            run.export_litert_run(
-                run_dir,
-                os.path.join(work, f"{kind}_batches_beam{beam}"),
-                beam_size=beam,
-                max_length=args.max_length,
-                quantization=quantization,
-                batch_size=None,
-            )
-        )
-        engines[f"{kind}_batches_beam{beam}"] = (None, lambda batch, t=batched: t(batch))
-        if quantization:  # a fixed batch: a loop of known shapes, batches dealt to interpreters
-            fixed = LiteRTTranslator(
-                run.export_litert_run(
-                    run_dir,
-                    os.path.join(work, f"{kind}_batch16_beam{beam}"),
-                    beam_size=beam,
-                    max_length=args.max_length,
-                    quantization=quantization,
-                    batch_size=16,
-                )
-            )
-            engines[f"{kind}_batch16_beam{beam}"] = (None, lambda batch, t=fixed: t(batch))
+    if "translator" in families:
+        engines.update(translator_engines(run_dir, sentences, args.max_length))
+    engines.update(ct2_engines(model_dir, work, source_pieces, sentences, args, results))
+    if "saved_model" in families:
+        engines.update(saved_model_engines(run_dir, work, args.max_length, results))
+    if "litert" in families:
+        engines.update(litert_engines(run_dir, work, args.max_length, results))
 
     latency, throughput = time_engines(engines, sentences)
     print_times(engines, latency, throughput)
-    results["rows"] = fastest_against_ct2_int8(latency, throughput)
+    results["rows"] = fastest_against(latency, throughput)
     print_rows(results["rows"])
-    for key in (
-        "npz_bytes",
-        "ct2_float32_bytes",
-        "ct2_int8_bytes",
-        "saved_model_bytes",
-        "saved_model_bf16_bytes",
-        "litert_float32_bytes",
-        "litert_dynamic_int8_bytes",
-    ):
-        print(f"{key:22}{results[key] / 2**20:10.1f} MiB")
+    if "saved_model" in families:
+        served = fastest_against(latency, throughput, ours="saved_model", theirs="ct2_float32")
+        results["saved_model_rows"] = served
+        print_rows(served, "the SavedModel's fastest export over CTranslate2 float32's fastest")
+    for key, size in results.items():
+        if key.endswith("_bytes"):
+            print(f"{key:26}{size / 2**20:10.1f} MiB")
     results.update(latency_ms=latency, sentences_per_s=throughput)
     print(json.dumps(results))
 

@@ -33,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
 from engine_rows import (  # noqa: E402
-    fastest_against_ct2_int8,
+    fastest_against,
     print_rows,
     print_times,
     time_engines,
@@ -168,7 +168,7 @@ def main():
     latency, throughput = time_engines(calls, sentences)
     print(f"{args.run_dir}, {split}: {len(sentences)} sentences timed, {len(lines)} compared")
     print_times(calls, latency, throughput)
-    rows = fastest_against_ct2_int8(latency, throughput)
+    rows = fastest_against(latency, throughput)
     print_rows(rows)
     same = agreement(engines, lines)
     print(f"\nshare of {len(lines)} sentences translated as the float32 search (no XLA) does:")
