@@ -10,6 +10,14 @@ from fnmatch import fnmatch
 
 import numpy as np
 
+BEAMS = (1, 4)  # every row is timed greedy and at beam 4
+# The run's `Translator`s every benchmark of engines times, by name: `make_translator` options.
+TRANSLATORS = {
+    "translator": dict(jit_compile=True),
+    "translator_no_xla": dict(jit_compile=False),
+    "translator_bf16": dict(jit_compile=False, compute_dtype="bfloat16"),
+}
+
 
 def one_at_a_time(translate, sentences):
     """Milliseconds per call (p50), translating each sentence alone (after one warm-up call)."""
@@ -59,7 +67,7 @@ def fastest_against(latency, throughput, ours="", theirs="ct2_int8"):
     """Per row, `(the package's fastest engine whose name starts with `ours`, its speed over
     the fastest CTranslate2 engine whose name starts with `theirs`)`."""
     rows = {}
-    for beam in (1, 4):
+    for beam in BEAMS:
         search = "greedy" if beam == 1 else "beam4"
         for row, values, better in [
             (f"{search}_one", latency, min),

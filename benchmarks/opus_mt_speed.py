@@ -50,6 +50,8 @@ import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
 from engine_rows import (  # noqa: E402
+    BEAMS,
+    TRANSLATORS,
     fastest_against,
     print_rows,
     print_times,
@@ -105,11 +107,6 @@ def ct2_engine(engine, options, pieces_of):
     )
 
 
-TRANSLATORS = {
-    "translator": dict(jit_compile=True),
-    "translator_no_xla": dict(jit_compile=False),
-    "translator_bf16": dict(jit_compile=False, compute_dtype="bfloat16"),
-}
 SAVED_MODELS = {
     "saved_model": dict(),
     "saved_model_bf16": dict(compute_dtype="bfloat16"),
@@ -122,8 +119,8 @@ FAMILIES = ("translator", "saved_model", "litert")
 
 
 def both_beams(kinds):
-    """`(kind, options, beam)` for each kind of `kinds` at beams 1 and 4."""
-    return [(kind, options, beam) for kind, options in kinds.items() for beam in (1, 4)]
+    """`(kind, options, beam)` for each kind of `kinds` at each of `BEAMS`."""
+    return [(kind, options, beam) for kind, options in kinds.items() for beam in BEAMS]
 
 
 def translator_engines(run_dir, sentences, max_length):
@@ -159,7 +156,7 @@ def ct2_engines(model_dir, work, source_pieces, sentences, args, results):
                     source_pieces, max_decoding_length=args.max_length
                 )
                 assert min(len(h.hypotheses[0]) for h in hypotheses) == args.max_length
-            for beam in (1, 4):
+            for beam in BEAMS:
                 options = dict(beam_size=beam, max_decoding_length=args.max_length)
                 engines[f"ct2_{compute_type}_{threads}t_beam{beam}"] = ct2_engine(
                     engine, options, pieces_of

@@ -33,6 +33,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402, F401  (the SavedModel's tokenizer ops)
 from engine_rows import (  # noqa: E402
+    BEAMS,
+    TRANSLATORS,
     fastest_against,
     print_rows,
     print_times,
@@ -43,13 +45,6 @@ from keras_transformer import run  # noqa: E402
 from keras_transformer.export import CTranslate2Translator, LiteRTTranslator  # noqa: E402
 from keras_transformer.inference import translate_lines  # noqa: E402
 from keras_transformer.run.evaluate import test_set  # noqa: E402
-
-BEAMS = (1, 4)
-TRANSLATORS = {
-    "translator": dict(jit_compile=True),
-    "translator_no_xla": dict(jit_compile=False),
-    "translator_bf16": dict(jit_compile=False, compute_dtype="bfloat16"),
-}
 
 
 def translator_engines(run_dir, beam):
