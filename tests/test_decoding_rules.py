@@ -215,7 +215,7 @@ def test_every_search_decodes_each_batch_size_as_sentences_alone(search):
     prefixes = np.zeros((3, 2), "int32")
     prefixes[0, :2], prefixes[2, :1] = [7, 9], [11]
     run = SEARCHES[search]
-    compiled = tf.function(lambda s, p: run(model, s, p), jit_compile=True)
+    compiled = tf.function(lambda s, p: run(model, s, p), jit_compile=True, autograph=False)
     alone = [
         [t.numpy() for t in compiled(sources[i : i + 1], prefixes[i : i + 1])] for i in range(3)
     ]
@@ -223,7 +223,7 @@ def test_every_search_decodes_each_batch_size_as_sentences_alone(search):
     for i in range(3):
         for part, own in zip(together, alone[i], strict=True):
             np.testing.assert_allclose(part.numpy()[i], own[0], atol=1e-5)
-    without = tf.function(lambda s: run(model, s, None))
+    without = tf.function(lambda s: run(model, s, None), autograph=False)
     assert without(sources[:1])[0].shape[0] == 1
 
 

@@ -224,7 +224,9 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
         hidden = model.decode_hidden(tokens, 0, cache, state)[0].numpy()  # (rows, D)
         expected = hidden @ embeddings.T + model.output_bias.numpy()
         graph_step = tf.function(
-            lambda t, c=cache, s=state: model.decode_step(t, 0, c, s), input_signature=any_rows
+            lambda t, c=cache, s=state: model.decode_step(t, 0, c, s),
+            input_signature=any_rows,
+            autograph=False,
         )
         graph = graph_step.get_concrete_function().graph
         assert {"If", "StatelessIf"} & {op.type for op in graph.get_operations()}  # rows unknown
@@ -239,7 +241,10 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
     for decoded in (model, Ensemble([model, model])):
         once = OneRowProjection(decoded)
         xla = tf.function(
-            lambda s, d=once: search(d, s), jit_compile=True, input_signature=any_shape
+            lambda s, d=once: search(d, s),
+            jit_compile=True,
+            input_signature=any_shape,
+            autograph=False,
         )
         plain, once = search(decoded, source[:1]), xla(source[:1])
         np.testing.assert_array_equal(once[0].numpy(), plain[0].numpy())
@@ -267,7 +272,9 @@ def test_a_search_traces_its_step_once_however_often_the_cache_grows(search, mon
             return decode_step(*args, **kwargs)
 
         monkeypatch.setattr(counted_model, "decode_step", counted)
-        searched = tf.function(lambda ids, s=stepper: run(s, ids, BOS, EOS, 40, **options))
+        searched = tf.function(
+            lambda ids, s=stepper: run(s, ids, BOS, EOS, 40, **options), autograph=False
+        )
         searched.get_concrete_function(tf.TensorSpec([None, None], tf.int32))
     assert cache_lengths(model, 40) == [10, 20, 40]
     assert traces["growing"] == traces["fixed"] >= 1, traces
@@ -357,7 +364,9 @@ def sources(tokenizer, n=16, offset=0):
 def test_greedy_search_equals_the_uncached_argmax_loop(tiny_translation):
     model, tokenizer = load_tiny_translation(tiny_translation)
     source = sources(tokenizer)
-    search = tf.function(lambda s: greedy_search(model, s, BOS, EOS, max_length=30))
+    search = tf.function(
+        lambda s: greedy_search(model, s, BOS, EOS, max_length=30), autograph=False
+    )
     tokens, _ = search(source)
     np.testing.assert_array_equal(tokens.numpy(), uncached_greedy(model, source, 30))
 
@@ -384,7 +393,7 @@ def test_every_search_gives_a_result_that_a_teacher_forced_pass_confirms(tiny_tr
     source = sources(tokenizer, n=8)
     search = make_search(options, TargetSide(BOS, EOS))
     assert isinstance(search, (GreedySearch, BeamSearch, Sampling))
-    result = tf.function(lambda s: search(model, s))(source)
+    result = tf.function(lambda s: search(model, s), autograph=False)(source)
     assert result.token_ids.shape == (8, options.n_best, 30) and result.attention is None
     outputs = result.token_ids.numpy().reshape(8 * options.n_best, 30)
     rows = np.repeat(source, options.n_best, axis=0)
