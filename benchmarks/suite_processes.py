@@ -17,10 +17,14 @@ line is JSON.
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "tests"))
+from main_job_runner import readme_main_job  # noqa: E402  (the README's main job)
 
 HOOK = """
 import atexit, json, os, resource, sys, time
@@ -45,11 +49,16 @@ atexit.register(_record)
 """
 
 
-def kind(record):
-    """`install` (venv and pip), `main job` (a command of the README's main job, which runs
-    in the background while other tests run), `started by a test`, or `pytest` (the workers
-    and their leader)."""
-    if "--run-dir runs/numbers_de_en" in record["argv"]:
+def main_job_commands():
+    """Each README main job command without its program (`train --run-dir runs/...`)."""
+    return [" ".join(shlex.split(command)[1:4]) for command in readme_main_job()]
+
+
+def kind(record, main_job):
+    """`install` (venv and pip), `main job` (one of the `main_job` commands, which run in the
+    background while other tests run), `started by a test`, or `pytest` (the workers and
+    their leader)."""
+    if any(command in record["argv"] for command in main_job):
         return "main job"
     if record["test"]:
         return "started by a test"
@@ -70,9 +79,9 @@ def main():
     done = subprocess.run(args.command or [sys.executable, "-m", "pytest"], env=env)
     with open(log) as f:
         records = [json.loads(line) for line in f]
-    totals = defaultdict(float)
+    totals, main_job = defaultdict(float), main_job_commands()
     for record in records:
-        totals[kind(record)] += record["cpu_s"]
+        totals[kind(record, main_job)] += record["cpu_s"]
     print(f"\n{'CPU s':>8}{'wall s':>8}  {'worker':7}{'command':60}test")
     for r in sorted(records, key=lambda r: -r["cpu_s"])[: args.top]:
         test = r["test"].removesuffix(" (call)")
