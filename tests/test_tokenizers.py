@@ -237,11 +237,15 @@ def test_sampled_segmentations_vary_and_detokenize_to_the_text(model_type, alpha
 
 
 def test_sentencepiece_survives_the_calls_that_clear_tensorflows_kernels(sentencepiece):
+    """TensorFlow Text's own model resource died with the eager kernel that made it."""
     text = tf.constant(["the cat sees the ball."])
     ids = sentencepiece.tokenize(text).to_list()
+    traced_before = tf.function(lambda t: sentencepiece.detokenize(sentencepiece.tokenize(t)))
+    assert traced_before(text).numpy().tolist() == text.numpy().tolist()
     for clear in (lambda: keras.utils.set_random_seed(1), keras.backend.clear_session):
-        clear()  # frees TensorFlow Text's kernel-owned model resource
+        clear()  # frees TensorFlow's eager kernels
         assert sentencepiece.tokenize(text).to_list() == ids  # eagerly
+        assert traced_before(text).numpy().tolist() == text.numpy().tolist()  # traced before
         traced = tf.function(lambda t: sentencepiece.detokenize(sentencepiece.tokenize(t)))
         clear()
         assert traced(text).numpy().tolist() == text.numpy().tolist()  # traced after the reset

@@ -2,6 +2,7 @@
 
 import re
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,8 +16,9 @@ from keras_transformer.inference import Ensemble, LengthOptions, Translator, bea
 SENTENCES = numbers_corpus("test").sources[:12]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def parts(tiny_translation):
+    """One model and tokenizer for the module's tests, which only read them."""
     return load_tiny_translation(tiny_translation)
 
 
@@ -53,6 +55,16 @@ def test_a_translator_in_one_cache_traces_one_loop_and_translates_the_same(parts
         return sum(op in ("While", "StatelessWhile") for op in nodes)
 
     assert (loops(growing), loops(fixed)) == (2, 1)
+
+
+def test_a_translator_translates_alike_after_the_calls_that_clear_tensorflows_kernels(parts):
+    """`keras.utils.set_random_seed` and `keras.backend.clear_session` free TensorFlow's
+    eager kernels; a search traced before them still has its tokenizers' models."""
+    made = translator(parts, beam_size=2)
+    expected = made(SENTENCES[:3]).numpy().tolist()
+    for clear in (lambda: keras.utils.set_random_seed(1), keras.backend.clear_session):
+        clear()
+        assert made(SENTENCES[:3]).numpy().tolist() == expected
 
 
 def test_a_translator_traces_its_search_once_for_every_bucket(parts, monkeypatch):

@@ -7,6 +7,9 @@ import io
 import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import (
+    gen_sentencepiece_tokenizer as sentencepiece_ops,
+)
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, SPECIAL_IDS, UNK_ID
 from keras_transformer.errors import ArgumentError
@@ -14,6 +17,35 @@ from keras_transformer.text.tokenizer import Tokenizer
 from keras_transformer.validation import check_choice, check_non_negative, check_positive_int
 
 WORD_START = "\u2581"  # "▁", SentencePiece's mark of a piece that starts a word
+
+
+class SharedSentencePieceModel(tf.saved_model.experimental.TrackableResource):
+    """A SentencePiece model kept by its device's resource manager under `name`.
+
+    TensorFlow Text's own model resource belongs to the kernel of the op that
+    made it, and TensorFlow frees that kernel whenever it clears its eager
+    kernel cache (`keras.utils.set_random_seed`, `tf.random.set_seed` and
+    `keras.backend.clear_session` all do): a search traced before then would
+    hold a handle to a freed model. A resource with a shared name belongs to
+    the resource manager instead, and lives as long as the process, or the
+    session of a loaded SavedModel; a model of the same name (the same digest)
+    is made once and shared.
+
+    Args:
+        model_proto: the serialized SentencePiece model, `bytes`.
+        name: the resource's shared name and the name scope of its op.
+    """
+
+    def __init__(self, model_proto, name):
+        super().__init__()
+        self._model_proto, self._name = model_proto, name
+        _ = self.resource_handle  # made now, outside any graph being traced
+
+    def _create_resource(self):
+        with tf.name_scope(self._name):
+            return sentencepiece_ops.sentencepiece_op(
+                model=self._model_proto, shared_name=self._name
+            )
 
 
 class SentencePieceModel(Tokenizer):
@@ -48,21 +80,22 @@ class SentencePieceModel(Tokenizer):
         return list(self._pieces)
 
     def _make_model(self):
-        """The TensorFlow Text tokenizer of `model_proto`, its op named after the model.
+        """The TensorFlow Text tokenizer of `model_proto`, on a model resource of its own.
 
-        TensorFlow Text keeps the model in a resource private to the kernel
-        of its `SentencepieceOp`, and a SavedModel restores that op inside a
-        function whose node is named by the tokenizer's `name`. TensorFlow's
-        function runtime shares one kernel between nodes of the same name, so
-        with the default name the source and target models of a loaded
-        SavedModel would both run the model restored first. A name taken from
-        the model's digest keeps two models apart, and one model on one
-        resource.
+        The tokenizer's model lives in `SharedSentencePieceModel` (see there
+        why), named after the model's digest, and so are the op's nodes: a
+        SavedModel restores that op inside a function whose node is named by
+        the tokenizer's `name`, and TensorFlow's function runtime shares one
+        kernel between nodes of the same name, so with the default name the
+        source and target models of a loaded SavedModel would both run the model
+        restored first. The digest keeps two models apart, and one model on
+        one resource.
         """
-        digest = hashlib.sha256(self.model_proto).hexdigest()[:16]
-        return tf_text.SentencepieceTokenizer(
-            model=self.model_proto, out_type=tf.int32, name=f"sentencepiece_{digest}"
-        )
+        name = "sentencepiece_" + hashlib.sha256(self.model_proto).hexdigest()[:16]
+        model = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32, name=name)
+        # In place of the kernel-owned resource TensorFlow Text's constructor made.
+        model._model_resource = SharedSentencePieceModel(self.model_proto, name)
+        return model
 
     def _to_ids(self, ids):
         """This tokenizer's ids of SentencePiece's ids, ragged `(B, None)`."""
@@ -83,10 +116,8 @@ class SentencePieceModel(Tokenizer):
                 "`nbest_size` must be -1 (every segmentation) or an integer > 1. "
                 f"Received: nbest_size={nbest_size!r}"
             )
-        # The same model resource, read with other arguments: a second
-        # `tf_text.SentencepieceTokenizer` of the same model would share its
-        # kernel-owned resource by name, which then disappears with either.
-        sampling = copy.copy(self._live_model())
+        # The same model resource, read with other arguments.
+        sampling = copy.copy(self._sentencepiece)
         sampling.nbest_size, sampling.alpha = nbest_size, alpha
 
         def tokenize(strings):  # (B,) -> (B, None), a new draw each time the op runs
@@ -98,27 +129,10 @@ class SentencePieceModel(Tokenizer):
         return not piece.startswith(WORD_START) and piece[:1].isalnum()
 
     def _tokenize(self, strings):
-        return self._to_ids(self._live_model().tokenize(strings))
+        return self._to_ids(self._sentencepiece.tokenize(strings))
 
     def _detokenize(self, token_ids):
-        return self._live_model().detokenize(self._from_ids(token_ids))
-
-    def _live_model(self):
-        """The TensorFlow Text tokenizer, made again if its model resource is gone.
-
-        TensorFlow Text keeps the SentencePiece model in a resource owned by
-        its op's kernel, which TensorFlow frees whenever it clears its eager
-        kernel cache: `keras.utils.set_random_seed`, `tf.random.set_seed` and
-        `keras.backend.clear_session` all do. A one-string probe, run eagerly
-        (also while a graph is traced, so that the graph captures a live
-        resource), finds that out.
-        """
-        with tf.init_scope():
-            try:
-                self._sentencepiece.tokenize(tf.constant([""]))
-            except tf.errors.NotFoundError:
-                self._sentencepiece = self._make_model()
-        return self._sentencepiece
+        return self._sentencepiece.detokenize(self._from_ids(token_ids))
 
     def write_asset(self, path):
         with open(path, "wb") as f:
