@@ -109,9 +109,11 @@ def train_tiny_translation(directory, shared=True):
 def tiny_translation(tmp_path_factory):
     """A small English-to-German numbers model with one shared vocabulary, trained briefly.
 
-    Returns the directory holding `model.keras` and `tokenizer/`. Tests load
-    their own copies (`load_tiny_translation`), since each test ends with
-    `keras.backend.clear_session()`, which frees the tokenizers' resources.
+    Returns the directory holding `model.keras` and `tokenizer/`. A test that
+    changes what it loads loads its own copy (`load_tiny_translation`); a module
+    whose tests only read the model, or a translator of it, loads one in a
+    module-scoped fixture (a translator outlives the session that each test
+    clears).
     """
     return made_once(tmp_path_factory, "tiny_translation", train_tiny_translation)
 

@@ -15,8 +15,9 @@ from keras_transformer.inference import Ensemble, Translator
 SENTENCES = numbers_corpus("test", source_lang="en", target_lang="de", limit=60).sources
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def parts(tiny_translation):
+    """One model and tokenizer for the module's tests, which only read them."""
     return load_tiny_translation(tiny_translation)
 
 

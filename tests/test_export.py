@@ -37,11 +37,12 @@ def tiny_translator(tiny_translation, **options):
     return Translator(model, tokenizer, tokenizer, max_length=40, beam_size=2, **options)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def translator(tiny_translation):
     """The reference of every export: the translator's search without XLA, which is the
     search an export holds (`test_xla_translates_as_the_search_an_export_holds` checks
-    that compiling it changes nothing), so that no test waits for an XLA compilation."""
+    that compiling it changes nothing), so that no test waits for an XLA compilation.
+    One for the module's tests, which only read it."""
     return tiny_translator(tiny_translation, jit_compile=False)
 
 

@@ -87,22 +87,17 @@ def assert_same_answers(got, expected, requests):
                 assert texts(answer[key]) == value, name
 
 
-def beam_translator(directory):
-    """Beam 2 without XLA: the search an export traces (an export never needs XLA)."""
-    return tiny_translator(directory, max_length=40, beam_size=2, jit_compile=False)
-
-
-@pytest.fixture
+@pytest.fixture(scope="module")
 def translator(tiny_two_vocabularies):
-    """A translator of each test's own (each test ends by clearing Keras' session, which
-    frees the tokenizers' resources that a traced search holds)."""
-    return beam_translator(tiny_two_vocabularies)
+    """Beam 2 without XLA, the search an export traces (an export never needs XLA); one
+    for the module's tests, which only read it."""
+    return tiny_translator(tiny_two_vocabularies, max_length=40, beam_size=2, jit_compile=False)
 
 
 @pytest.fixture(scope="module")
-def exported(tiny_two_vocabularies, tmp_path_factory):
+def exported(translator, tmp_path_factory):
     base = str(tmp_path_factory.mktemp("saved"))
-    return export_translator(beam_translator(tiny_two_vocabularies), "numbers_en_de", base)
+    return export_translator(translator, "numbers_en_de", base)
 
 
 def test_the_two_vocabularies_differ(translator):
