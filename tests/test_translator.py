@@ -1,5 +1,6 @@
 """The Translator's decoding options: n-best, target prefixes, sampling and ensembles."""
 
+import logging
 import re
 
 import keras
@@ -65,6 +66,35 @@ def test_a_translator_translates_alike_after_the_calls_that_clear_tensorflows_ke
     for clear in (lambda: keras.utils.set_random_seed(1), keras.backend.clear_session):
         clear()
         assert made(SENTENCES[:3]).numpy().tolist() == expected
+
+
+def test_translators_made_in_a_loop_print_no_retracing_warning(parts, monkeypatch):
+    """Each translator traces its own methods once; TensorFlow counts several translators'
+    traces as one function retracing and warns, with advice that does not apply. That
+    warning is not shown; its warning about a function that does retrace still is."""
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    # TensorFlow warns about a function at most twice a process: a fresh count here.
+    fresh = polymorphic_function._FrequentTracingDetectorManager()
+    monkeypatch.setattr(polymorphic_function, "_frequent_tracing_detector_manager", fresh)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    tf.get_logger().addHandler(handler)
+    try:
+        for _ in range(5):  # TensorFlow warns at five traces in ten calls
+            translator(parts, beam_size=1)(SENTENCES[:1])
+        assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []
+
+        def retraced(x):
+            return x + 1
+
+        retraced = tf.function(retraced)
+        for length in range(1, 6):
+            retraced(tf.zeros([length]))  # a new shape each call: a trace each call
+        assert any("retracing" in r.getMessage() and "retraced" in r.getMessage() for r in records)
+    finally:
+        tf.get_logger().removeHandler(handler)
 
 
 def test_a_translator_traces_its_search_once_for_every_bucket(parts, monkeypatch):

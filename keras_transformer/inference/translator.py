@@ -1,5 +1,7 @@
 """`Translator`: strings in, strings out, with the tokenizers and the search in one graph."""
 
+import logging
+
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
@@ -35,6 +37,29 @@ def in_compute_dtype(model, dtype):
             f"of them) into {dtype}. Received: a model of type {type(model).__name__}"
         )
     return model.dtype_copy(dtype)
+
+
+class TranslatorRetracingFilter(logging.Filter):
+    """Drops TensorFlow's "triggered tf.function retracing" warning about a `Translator`'s
+    own traced methods.
+
+    Each `Translator` traces its search once, by design; several translators (an
+    evaluation over beam sizes, a loop over options) trace the same methods once each,
+    which TensorFlow counts as retracing one function and answers with advice that
+    does not apply (define the function outside the loop). Its warning about any other
+    function passes.
+    """
+
+    TRACED = ("Translator._translate_strings", "Translator.translate_ids")
+
+    def filter(self, record):
+        message = record.getMessage()
+        if "triggered tf.function retracing" not in message:
+            return True
+        return not any(f"<function {name} at " in message for name in self.TRACED)
+
+
+tf.get_logger().addFilter(TranslatorRetracingFilter())
 
 
 class Translator(tf.Module):
