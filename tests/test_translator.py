@@ -86,10 +86,10 @@ def test_translators_made_in_a_loop_print_no_retracing_warning(parts, monkeypatc
             translator(parts, beam_size=1)(SENTENCES[:1])
         assert [r.getMessage() for r in records if "retracing" in r.getMessage()] == []
 
+        @tf.function
         def retraced(x):
             return x + 1
 
-        retraced = tf.function(retraced)
         for length in range(1, 6):
             retraced(tf.zeros([length]))  # a new shape each call: a trace each call
         assert any("retracing" in r.getMessage() and "retraced" in r.getMessage() for r in records)
