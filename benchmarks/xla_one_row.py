@@ -1,14 +1,16 @@
-"""XLA searches of a tied-embedding model with and without `OneRowProjection`, in one process.
+"""Searches of a tied-embedding model through each layout of its projection, in one process.
 
 For each size (encoder and decoder layers, d_model, vocabulary; 8 heads from d_model 256,
-else 4, dff 4 x d_model; random weights, one tied matrix), times with XLA greedy search of
-one sentence, beam 4 of one sentence and greedy search of a batch of 32, each searched
-through `inference.bucketed_search.OneRowProjection` (as a `Translator` with XLA searches)
-and through the model alone (the embeddings transposed inside the loop at every step), and
-the same searches without XLA. Sources are 16 random pieces; EOS is an id no model
-produces, so every search writes `--max-length` pieces. The two XLA searches must give the
-same tokens. Prints median milliseconds of `--rounds` calls after one warm-up call, and the
-speed of `OneRowProjection` over the model alone; the last line is JSON.
+else 4, dff 4 x d_model; random weights, one tied matrix), times greedy search of one
+sentence, beam 4 of one sentence, and greedy search and beam 4 of a batch of 32, each with
+XLA through `inference.bucketed_search.OneRowProjection` (as a `Translator` with XLA
+searches) and through the model alone (the embeddings transposed inside the loop at every
+step), and without XLA through the model alone and through
+`inference.bucketed_search.TransposedProjection` (as a search without XLA decodes: every
+step multiplies by a copy transposed once per batch). Sources are 16 random pieces; EOS is
+an id no model produces, so every search writes `--max-length` pieces. Each pair must give
+the same tokens. Prints median milliseconds of `--rounds` calls after one warm-up call, and
+the speed of each layout over the model alone, with XLA and without; the last line is JSON.
 
     python benchmarks/xla_one_row.py [--sizes 6,512,32000 3,128,500] [--rounds 5]
 """
@@ -26,10 +28,18 @@ import tensorflow as tf  # noqa: E402
 
 import keras_transformer as kt  # noqa: E402
 from keras_transformer.inference import beam_search, greedy_search  # noqa: E402
-from keras_transformer.inference.bucketed_search import OneRowProjection  # noqa: E402
+from keras_transformer.inference.bucketed_search import (  # noqa: E402
+    OneRowProjection,
+    TransposedProjection,
+)
 
 BOS = 1
-ROWS = {"greedy, one sentence": (1, 1), "beam 4, one sentence": (4, 1), "greedy, 32": (1, 32)}
+ROWS = {
+    "greedy, one sentence": (1, 1),
+    "beam 4, one sentence": (4, 1),
+    "greedy, 32": (1, 32),
+    "beam 4, 32": (4, 32),
+}
 
 
 def tied_model(layers, d_model, vocab):
@@ -78,21 +88,27 @@ def main():
             for name, decoded, xla in [
                 ("xla_one_row_projection", OneRowProjection(model), True),
                 ("xla_model_alone", model, True),
-                ("no_xla", model, False),
+                ("no_xla_transposed_projection", TransposedProjection(model), False),
+                ("no_xla_model_alone", model, False),
             ]:
                 options = dict(decoded=decoded, beam=beam, eos=vocab, max_length=args.max_length)
                 compiled = tf.function(lambda s, o=options: search(source=s, **o), jit_compile=xla)
                 times[name], result = median_ms(compiled, source, args.rounds)
                 tokens[name] = result[0].numpy()
-            same = bool(np.array_equal(tokens["xla_one_row_projection"], tokens["xla_model_alone"]))
-            speedup = times["xla_model_alone"] / times["xla_one_row_projection"]
             line = {"size": size, "row": row, **{k: round(v, 1) for k, v in times.items()}}
-            line.update(speedup=round(speedup, 2), same_tokens=same)
+            for engine in ("xla", "no_xla"):
+                layout = "one_row" if engine == "xla" else "transposed"
+                laid_out, alone = f"{engine}_{layout}_projection", f"{engine}_model_alone"
+                line[f"{engine}_speedup"] = round(times[alone] / times[laid_out], 2)
+                line[f"{engine}_same_tokens"] = bool(
+                    np.array_equal(tokens[laid_out], tokens[alone])
+                )
             report.append(line)
-            ms = [f"{times[name]:8.1f} ms" for name in times]
+            ms = "  ".join(f"{name} {times[name]:.1f} ms" for name in times)
             print(
-                f"{size:>12} {row:<22} one-row projection {ms[0]}  model alone {ms[1]}"
-                f"  no XLA {ms[2]}  {speedup:.2f}x  same tokens: {same}",
+                f"{size:>12} {row:<22} {ms}  speed-up with XLA {line['xla_speedup']:.2f}x, "
+                f"without {line['no_xla_speedup']:.2f}x  same tokens: "
+                f"{line['xla_same_tokens'] and line['no_xla_same_tokens']}",
                 flush=True,
             )
     print(json.dumps(report))

@@ -202,6 +202,15 @@ def test_searches_in_a_growing_cache_equal_searches_in_one_cache_of_max_length(
     assert (grown[0].numpy() != 0).sum(axis=-1).max() > 20  # the last cache was used
 
 
+def first_step_in_numpy(model, state, rows):
+    """`(tokens, cache, logits)` of a tied model's first step of `rows` sentences, the logits
+    computed in NumPy from the decoder's output x as `x @ E.T + b`."""
+    tokens, cache = np.full([rows], BOS, "int32"), model.initial_cache(state, 8)
+    hidden = model.decode_hidden(tokens, 0, cache, state)[0].numpy()  # (rows, D)
+    embeddings = model.decoder.embedding.token_embedding.embeddings.numpy()  # (V, D)
+    return tokens, cache, hidden @ embeddings.T + model.output_bias.numpy()
+
+
 def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
     """`one_row_projection` (what an XLA search decodes through): a step of one row
     multiplies by the embeddings transposed before the loop, a step of several by the
@@ -215,14 +224,11 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
     source = np.random.default_rng(5).integers(4, 60, (3, 7)).astype("int32")
     model((source, source[:, :2]))
     model.output_bias.assign(np.random.default_rng(6).normal(size=60).astype("float32"))
-    embeddings = model.decoder.embedding.token_embedding.embeddings.numpy()  # (V, D)
     any_rows = [tf.TensorSpec([None], tf.int32)]
     for rows in (1, 3):
         state = model.one_row_projection(model.encode(source[:rows]))
         assert state["one_row_output"][0].shape == (32, 60)
-        tokens, cache = np.full([rows], BOS, "int32"), model.initial_cache(state, 8)
-        hidden = model.decode_hidden(tokens, 0, cache, state)[0].numpy()  # (rows, D)
-        expected = hidden @ embeddings.T + model.output_bias.numpy()
+        tokens, cache, expected = first_step_in_numpy(model, state, rows)
         graph_step = tf.function(
             lambda t, c=cache, s=state: model.decode_step(t, 0, c, s),
             input_signature=any_rows,
@@ -249,6 +255,39 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
         plain, once = search(decoded, source[:1]), xla(source[:1])
         np.testing.assert_array_equal(once[0].numpy(), plain[0].numpy())
         np.testing.assert_allclose(once[1].numpy(), plain[1].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_tied_projection_transposed_for_every_row_gives_the_embeddings_logits():
+    """`transposed_projection` (what a search without XLA decodes through): every step
+    multiplies by the embeddings transposed before the loop, giving `x @ E.T + b` in NumPy
+    for one row and several; a beam search of several sentences without XLA through it,
+    alone and in an ensemble, gives the tokens and scores of the model alone; a model
+    without tied embeddings keeps its state."""
+    from keras_transformer.inference.bucketed_search import TransposedProjection
+
+    model = random_model(norm_first=True, shared_embeddings="all")
+    source = np.random.default_rng(7).integers(4, 60, (3, 7)).astype("int32")
+    model((source, source[:, :2]))
+    model.output_bias.assign(np.random.default_rng(8).normal(size=60).astype("float32"))
+    for rows in (1, 3):
+        state = model.transposed_projection(model.encode(source[:rows]))
+        assert state["transposed_output"][0].shape == (32, 60)
+        tokens, cache, expected = first_step_in_numpy(model, state, rows)
+        step = model.decode_step(tokens, 0, cache, state)
+        np.testing.assert_allclose(step.logits.numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert "transposed_output" not in model.restrict_vocabulary(state, tf.range(5))
+    untied, inputs = random_model(norm_first=True), source % 50  # a source vocabulary of 50
+    untied((inputs, inputs[:, :2]))
+    assert set(untied.transposed_projection(untied.encode(inputs))) == set(untied.encode(inputs))
+
+    for decoded in (model, Ensemble([model, model])):
+        search = tf.function(
+            lambda s, d: beam_search(d, s, BOS, EOS, max_length=12, beam_size=3),
+            autograph=False,
+        )
+        plain, transposed = search(source, decoded), search(source, TransposedProjection(decoded))
+        np.testing.assert_array_equal(transposed[0].numpy(), plain[0].numpy())
+        np.testing.assert_allclose(transposed[1].numpy(), plain[1].numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])

@@ -64,6 +64,14 @@ class Ensemble(tf.Module, StepModel):
             for decoder, own in zip(self.decoders, state, strict=True)
         )
 
+    def transposed_projection(self, state):
+        """Each model's state laid out for the steps of a search without XLA
+        (`Transformer.transposed_projection`)."""
+        return tuple(
+            decoder.transposed_projection(own)
+            for decoder, own in zip(self.decoders, state, strict=True)
+        )
+
     def initial_cache(self, state, max_length, beam_size=1):
         """Each model's empty cache, a tuple in the order of `models`."""
         return tuple(

@@ -12,6 +12,9 @@ from keras import ops
 from keras_transformer.layers import cache as cache_layout
 from keras_transformer.models.step import Step, StepModel
 
+# The state's keys of a copy of the tied projection, transposed before a search's loop.
+TRANSPOSED_OUTPUTS = ("one_row_output", "transposed_output")
+
 
 class IncrementalDecoding(StepModel):
     """Mixin of `Transformer` (its `encoder`, `decoder`, `final_layer` and
@@ -47,15 +50,8 @@ class IncrementalDecoding(StepModel):
         loop about 3x slower than by a transposed copy made before the loop,
         and several rows faster without the copy: `decode_step` then takes
         the copy for a single row (greedy search of one sentence) and the
-        embeddings otherwise. Without tied embeddings the state is unchanged.
-        The logits are the same.
-
-        Args:
-            state: the dict from `encode`.
-
-        Returns:
-            The state, with tied embeddings also holding `"one_row_output"`,
-            `(kernel (D, V), bias (V,))`.
+        embeddings otherwise. As `transposed_projection` otherwise, under the
+        key `"one_row_output"`.
 
         Examples:
             ```python
@@ -65,8 +61,40 @@ class IncrementalDecoding(StepModel):
         """
         if self.final_layer is not None:
             return state
+        return {**state, "one_row_output": self.transposed_output()}
+
+    def transposed_projection(self, state):
+        """The state with the tied pre-softmax projection transposed once, for a graph
+        without XLA.
+
+        TensorFlow's graph multiplies rows by the embeddings transposed inside
+        the loop more slowly than by a transposed copy made before it, for
+        one row and for many: `decode_step` then takes the copy at every
+        step. Without tied embeddings the state is unchanged. The logits are
+        the same.
+
+        Args:
+            state: the dict from `encode`.
+
+        Returns:
+            The state, with tied embeddings also holding `"transposed_output"`,
+            `(kernel (D, V), bias (V,))`.
+
+        Examples:
+            ```python
+            state = model.transposed_projection(model.encode(source_ids))
+            logits, cache, _ = model.decode_step(tokens, 0, cache, state)  # (B, V)
+            ```
+        """
+        if self.final_layer is not None:
+            return state
+        return {**state, "transposed_output": self.transposed_output()}
+
+    def transposed_output(self):
+        """The tied pre-softmax projection as `(kernel (D, V), bias (V,))`: `output_logits(x)`
+        is `x @ kernel + bias`."""
         embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
-        return {**state, "one_row_output": (ops.transpose(embeddings), self.output_bias)}
+        return ops.transpose(embeddings), self.output_bias
 
     def initial_cache(self, state, max_length, beam_size=1):
         """The empty self-attention cache for `max_length` target positions.
@@ -141,6 +169,9 @@ class IncrementalDecoding(StepModel):
         if "output" in state:  # from restrict_vocabulary: the listed pieces' rows alone
             kernel, bias = (ops.cast(w, x.dtype) for w in state["output"])  # (n, D), (n,)
             logits = ops.matmul(x, ops.transpose(kernel)) + bias  # (B * k, n)
+        elif "transposed_output" in state:  # see `transposed_projection`
+            kernel, bias = (ops.cast(w, x.dtype) for w in state["transposed_output"])
+            logits = ops.matmul(x, kernel) + bias  # (B * k, D) x (D, V) + (V,)
         elif "one_row_output" in state:  # see `one_row_projection`
             rows = ops.shape(x)[0]
             kernel, bias = (ops.cast(w, x.dtype) for w in state["one_row_output"])  # (D, V), (V,)
@@ -174,7 +205,7 @@ class IncrementalDecoding(StepModel):
             logits, cache, _ = model.decode_step(tokens, 0, cache, state)  # (B * k, n)
             ```
         """
-        state = {k: v for k, v in state.items() if k != "one_row_output"}
+        state = {k: v for k, v in state.items() if k not in TRANSPOSED_OUTPUTS}
         return {**state, "output": self.output_weights(ids)}
 
     def decode_hidden(self, token_ids, step, cache, state, attention_layer=None):

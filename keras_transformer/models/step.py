@@ -11,6 +11,7 @@ model:
     cache = model.grow_cache(cache, longer)     # only where `grows_cache` is True
     state = model.restrict_vocabulary(state, ids)   # only where `restricts_vocabulary`
     state = model.one_row_projection(state)         # XLA searches: a single row's layout
+    state = model.transposed_projection(state)      # searches without XLA: every row's
 
 `Transformer` and `inference.Ensemble` derive from `StepModel`. Any other
 object with `encode`, `initial_cache(state, max_length)` and `decode_step`
@@ -93,6 +94,11 @@ class StepModel:
         out before the loop (`Transformer.one_row_projection`); unchanged by default."""
         return state
 
+    def transposed_projection(self, state):
+        """The state a search without XLA decodes: what every step multiplies by laid
+        out before the loop (`Transformer.transposed_projection`); unchanged by default."""
+        return state
+
     def restrict_vocabulary(self, state, ids):
         """The state under which `decode_step` scores only the target pieces `ids` `(n,)`.
 
@@ -155,6 +161,9 @@ class StepWrapper(StepModel):
 
     def one_row_projection(self, state):
         return self.model.one_row_projection(state)
+
+    def transposed_projection(self, state):
+        return self.model.transposed_projection(state)
 
     def restrict_vocabulary(self, state, ids):
         return self.model.restrict_vocabulary(state, ids)
