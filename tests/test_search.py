@@ -262,7 +262,8 @@ def test_a_tied_projection_transposed_for_every_row_gives_the_embeddings_logits(
     multiplies by the embeddings transposed before the loop, giving `x @ E.T + b` in NumPy
     for one row and several; a beam search of several sentences without XLA through it,
     alone and in an ensemble, gives the tokens and scores of the model alone; a model
-    without tied embeddings keeps its state."""
+    without tied embeddings keeps its state; under mixed precision the copy is held in the
+    compute dtype and gives the model's own projection (`output_logits`)."""
     from keras_transformer.inference.bucketed_search import TransposedProjection
 
     model = random_model(norm_first=True, shared_embeddings="all")
@@ -279,6 +280,17 @@ def test_a_tied_projection_transposed_for_every_row_gives_the_embeddings_logits(
     untied, inputs = random_model(norm_first=True), source % 50  # a source vocabulary of 50
     untied((inputs, inputs[:, :2]))
     assert set(untied.transposed_projection(untied.encode(inputs))) == set(untied.encode(inputs))
+    mixed = kt.Transformer.from_config({**model.get_config(), "dtype": "mixed_bfloat16"})
+    mixed((source, source[:, :2]))
+    mixed.set_weights(model.get_weights())
+    state = mixed.transposed_projection(mixed.encode(source))
+    assert state["transposed_output"][0].dtype == "bfloat16"
+    tokens, cache = np.full([3], BOS, "int32"), mixed.initial_cache(state, 8)
+    hidden = mixed.decode_hidden(tokens, 0, cache, state)[0]  # (3, D) bfloat16
+    np.testing.assert_array_equal(
+        mixed.decode_step(tokens, 0, cache, state).logits.numpy(),
+        tf.cast(mixed.output_logits(hidden), tf.float32).numpy(),
+    )
 
     for decoded in (model, Ensemble([model, model])):
         search = tf.function(

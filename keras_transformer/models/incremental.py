@@ -92,9 +92,10 @@ class IncrementalDecoding(StepModel):
 
     def transposed_output(self):
         """The tied pre-softmax projection as `(kernel (D, V), bias (V,))`: `output_logits(x)`
-        is `x @ kernel + bias`."""
+        is `x @ kernel + bias`. The kernel is in the compute dtype, cast once here rather
+        than at every step under mixed precision."""
         embeddings = self.decoder.embedding.token_embedding.embeddings  # (V, D)
-        return ops.transpose(embeddings), self.output_bias
+        return ops.transpose(ops.cast(embeddings, self.compute_dtype)), self.output_bias
 
     def initial_cache(self, state, max_length, beam_size=1):
         """The empty self-attention cache for `max_length` target positions.
