@@ -107,8 +107,9 @@ def test_versions_are_numbered_and_never_overwritten(translator, exported, tmp_p
     assert second.endswith(os.path.join("numbers_de_en", "2"))
     with pytest.raises(FileExistsError, match="never overwritten"):
         export_translator(translator, "numbers_de_en", base_dir=base, version=1)
-    with pytest.raises(ValueError, match=r"`name` must be a plain directory name"):
-        export_translator(translator, "../escape", base_dir=str(tmp_path))
+    for name in ("../escape", tmp_path / "de_en", None):  # a path as `name`, not a crash
+        with pytest.raises(ValueError, match=r"`name` must be a plain directory name"):
+            export_translator(translator, name, base_dir=str(tmp_path))
 
 
 def test_exports_load_in_a_fresh_process_with_only_tensorflow_and_text(

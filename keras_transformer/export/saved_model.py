@@ -120,17 +120,22 @@ def export_translator(
     Raises:
         FileExistsError: if `version` is given and its directory exists;
             versions are never overwritten.
-        ValueError: if `name` is not a plain directory name or `version` is
-            not a positive integer.
+        ValueError: if `name` is not a plain directory name (a path, such as a
+            `pathlib.Path`, included) or `version` is not a positive integer.
 
     Examples:
         ```python
         path = export_translator(translator, "de_en")  # saved_models/de_en/1
         ```
     """
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name or "") or name in (".", ".."):
+    if (
+        not isinstance(name, str)
+        or not re.fullmatch(r"[A-Za-z0-9_.-]+", name)
+        or name in (".", "..")
+    ):
         raise ArgumentError(
-            "`name` must be a plain directory name (letters, digits, _ . -). "
+            "`name` must be a plain directory name (a string of letters, digits, _ . -); "
+            "`base_dir` is the directory it goes in. "
             f"Received: name={name!r}"
         )
     model_dir = os.path.join(base_dir, name)
