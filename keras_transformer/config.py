@@ -274,7 +274,7 @@ def load_config(path=None, overrides=(), base=None):
     """
     config = copy.deepcopy(base) if base is not None else default_config()
     if path is not None:
-        path = builtin_config_path(path)
+        path = os.fspath(builtin_config_path(path))  # a str or a pathlib.Path
         if not os.path.isfile(path):
             raise FileNotFoundError(f"Config file not found: {path!r}")
         with open(path, encoding="utf-8") as f:

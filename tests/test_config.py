@@ -1,8 +1,10 @@
 """The run configuration: one schema, defaults taken from the code they configure."""
 
 import inspect
+import json
 
 import pytest
+import yaml
 
 import keras_transformer as kt
 from keras_transformer import config as cfg
@@ -247,5 +249,9 @@ def test_the_printed_configuration_loads_as_the_one_it_prints(path, overrides, t
     (tmp_path / "printed.yaml").write_text(capsys.readouterr().out, encoding="utf-8")
     printed = cfg.load_config(str(tmp_path / "printed.yaml"))
     assert printed == cfg.load_config(path, overrides)
+    as_json = json.dumps(yaml.safe_load((tmp_path / "printed.yaml").read_text(encoding="utf-8")))
+    (tmp_path / "printed.json").write_text(as_json, encoding="utf-8")
+    for given in ("printed.json", "printed.yaml"):  # either format, named by a pathlib.Path
+        assert cfg.load_config(tmp_path / given) == printed
     assert (printed == cfg.DEFAULTS) is (path is None)
     assert main(["config", "--markdown", *arguments]) == (2 if arguments else 0)
