@@ -110,7 +110,7 @@ def marian_options(model, activations=None, layout="Marian"):
     refusals = [
         (
             not model.start_from_zero_embedding,
-            "a learned start embedding (Marian's decoder starts from a zero vector: train "
+            "learned start embedding (Marian's decoder starts from a zero vector: train "
             "with model.start_from_zero_embedding: true)",
         ),
         (
@@ -129,7 +129,7 @@ def marian_options(model, activations=None, layout="Marian"):
         ),
         (
             (model.encoder.final_norm is not None) != model.norm_first,
-            "a final layer norm only pre-norm stacks have in Marian",
+            "final layer norm, which only pre-norm stacks have in Marian",
         ),
     ]
     for refused, what in refusals:
