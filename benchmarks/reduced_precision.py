@@ -159,11 +159,7 @@ def compare(translator, sources, references, reference_ids, ids):
     """The row of one engine: agreement (of texts), the float32 model's gaps on the
     sentences it translates otherwise, and both BLEU scores."""
     tokenizer = translator.target_tokenizer
-    ours_text = [
-        t.decode()
-        for t in tokenizer.detokenize(tf.ragged.constant(reference_ids, tf.int32)).numpy()
-    ]
-    texts = [t.decode() for t in tokenizer.detokenize(tf.ragged.constant(ids, tf.int32)).numpy()]
+    ours_text, texts = texts_of(tokenizer, reference_ids), texts_of(tokenizer, ids)
     differ = [i for i, (a, b) in enumerate(zip(texts, ours_text, strict=True)) if a != b]
     row = {
         "same": 1 - len(differ) / len(sources),
