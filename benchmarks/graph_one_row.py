@@ -1,0 +1,131 @@
+"""TensorFlow's graph (no XLA) multiplying a few rows by a decoder's weights, each matrix
+whole or as two halves of its columns.
+
+A decoding step of one sentence multiplies one row (four for a beam of 4) by every weight
+matrix of the decoder, one after another, and then by the output projection. This runs 32
+such steps in a `tf.while_loop` with the decoder's products and their dependencies (per
+layer: the query, key and value products of one input, the attention output, the
+cross-attention's query and output, the feed-forward's two; then the `(D, V)` output
+projection), each product either whole or as two products of half the columns joined
+(`concat`), which TensorFlow's executor can run side by side. Each setting of intra-op
+threads (`TF_NUM_INTRAOP_THREADS`, 1 and 2 by default) runs in a fresh process.
+
+    python benchmarks/graph_one_row.py [--layers 6] [--d-model 512] [--dff 2048] [--vocab 32000]
+
+Prints the median milliseconds of a step for each row count, layout and thread setting,
+and the largest difference between the two layouts' outputs; the last line is JSON.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+STEPS = 32
+ROWS = (1, 4)
+LAYOUTS = ("whole", "halves")
+
+
+def measure(args):
+    """`{rows: {layout: ms a step}, "largest difference": ...}` in this process."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    d, dff = args.d_model, args.dff
+    per_layer = [(d, d)] * 4 + [(d, d)] * 2 + [(d, dff), (dff, d)]  # self, cross, feed-forward
+    arrays = [
+        (rng.standard_normal(shape) / np.sqrt(shape[0])).astype("float32")
+        for _ in range(args.layers)
+        for shape in per_layer
+    ]
+    output = (rng.standard_normal((d, args.vocab)) / np.sqrt(d)).astype("float32")  # (D, V)
+    whole = [tf.Variable(a) for a in arrays + [output]]
+    halves = [
+        (tf.Variable(a[:, : a.shape[1] // 2]), tf.Variable(a[:, a.shape[1] // 2 :]))
+        for a in arrays + [output]
+    ]
+
+    def product(x, index, layout):
+        if layout == "whole":
+            return tf.matmul(x, whole[index])
+        left, right = halves[index]
+        return tf.concat([tf.matmul(x, left), tf.matmul(x, right)], axis=1)
+
+    def step(x, layout):  # (B, D) -> (B, D), (B, V)
+        for layer in range(args.layers):
+            first = layer * len(per_layer)
+            q, k, v = (product(x, first + i, layout) for i in range(3))
+            x = tf.tanh(x + product(q + k + v, first + 3, layout))
+            x = tf.tanh(x + product(product(x, first + 4, layout), first + 5, layout))
+            hidden = tf.nn.silu(product(x, first + 6, layout))  # (B, dff)
+            x = tf.tanh(x + product(hidden, first + 7, layout))
+        return x, product(x, len(arrays), layout)
+
+    results, outputs = {}, {}
+    for rows in ROWS:
+        start = tf.constant(rng.standard_normal((rows, d)).astype("float32"))
+        for layout in LAYOUTS:
+
+            @tf.function(autograph=False)
+            def loop(x, layout=layout):
+                def body(i, x, logits):
+                    x, logits = step(x, layout)
+                    return i + 1, x, logits
+
+                initial = (tf.constant(0), x, tf.zeros([tf.shape(x)[0], args.vocab]))
+                return tf.while_loop(lambda i, *_: i < STEPS, body, initial)[2]
+
+            outputs[rows, layout] = loop(start).numpy()
+            times = []
+            for _ in range(args.rounds):
+                begin = time.perf_counter()
+                loop(start)
+                times.append(time.perf_counter() - begin)
+            results.setdefault(rows, {})[layout] = float(np.median(times)) / STEPS * 1e3
+    results["largest difference"] = max(
+        float(np.abs(outputs[rows, "whole"] - outputs[rows, "halves"]).max()) for rows in ROWS
+    )
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--d-model", type=int, default=512)
+    parser.add_argument("--dff", type=int, default=2048)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--threads", default="1,2", help="intra-op thread counts, one process each")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args)))
+        return
+    report = {}
+    for threads in args.threads.split(","):
+        env = dict(os.environ, TF_NUM_INTRAOP_THREADS=threads, TF_CPP_MIN_LOG_LEVEL="3")
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", *sys.argv[1:]],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        report[f"{threads} intra-op threads"] = result
+        for rows in ROWS:
+            times = result[str(rows)]
+            print(
+                f"{threads} intra-op thread(s), {rows} row(s): whole {times['whole']:.2f} ms a "
+                f"step, halves {times['halves']:.2f} ms ({times['whole'] / times['halves']:.2f}x)"
+            )
+        print(f"  largest difference between the layouts' logits: {result['largest difference']}")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
