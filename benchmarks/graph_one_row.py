@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 STEPS = 32
 ROWS = (1, 4)
@@ -33,6 +32,7 @@ def measure(args):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
     import tensorflow as tf
+    from xla_products import median_ms  # the same timing as the XLA products' script
 
     rng = np.random.default_rng(0)
     d, dff = args.d_model, args.dff
@@ -43,10 +43,11 @@ def measure(args):
         for shape in per_layer
     ]
     output = (rng.standard_normal((d, args.vocab)) / np.sqrt(d)).astype("float32")  # (D, V)
-    whole = [tf.Variable(a) for a in arrays + [output]]
+    matrices = arrays + [output]
+    whole = [tf.Variable(a) for a in matrices]
     halves = [
         (tf.Variable(a[:, : a.shape[1] // 2]), tf.Variable(a[:, a.shape[1] // 2 :]))
-        for a in arrays + [output]
+        for a in matrices
     ]
 
     def product(x, index, layout):
@@ -80,12 +81,7 @@ def measure(args):
                 return tf.while_loop(lambda i, *_: i < STEPS, body, initial)[2]
 
             outputs[rows, layout] = loop(start).numpy()
-            times = []
-            for _ in range(args.rounds):
-                begin = time.perf_counter()
-                loop(start)
-                times.append(time.perf_counter() - begin)
-            results.setdefault(rows, {})[layout] = float(np.median(times)) / STEPS * 1e3
+            results.setdefault(rows, {})[layout] = median_ms(loop, start, args.rounds) / STEPS
     results["largest difference"] = max(
         float(np.abs(outputs[rows, "whole"] - outputs[rows, "halves"]).max()) for rows in ROWS
     )
