@@ -22,28 +22,56 @@ import os
 import subprocess
 import sys
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
 STEPS = 32
 ROWS = (1, 4)
 LAYOUTS = ("whole", "halves")
 
 
+def decoder_matrices(rng, layers, d_model, dff, vocab):
+    """The decoder's float32 matrices `(D_in, D_out)`, layer by layer, then the `(D, V)` output
+    projection: per layer the self-attention's four, the cross-attention's query and output
+    (its key and value products are of the encoder's output, once a sentence) and the
+    feed-forward's two."""
+    d = d_model
+    per_layer = [(d, d)] * 4 + [(d, d)] * 2 + [(d, dff), (dff, d)]
+    shapes = [shape for _ in range(layers) for shape in per_layer] + [(d, vocab)]
+    return [(rng.standard_normal(shape) / np.sqrt(shape[0])).astype("float32") for shape in shapes]
+
+
+def decoder_step(x, product, layers):
+    """One step's products with their dependencies: `(B, D)` -> `(B, D)`, logits `(B, V)`.
+
+    `product(x, index)` multiplies `x` by matrix `index` of `decoder_matrices`.
+    """
+    for layer in range(layers):
+        first = layer * 8
+        q, k, v = (product(x, first + i) for i in range(3))
+        x = tf.tanh(x + product(q + k + v, first + 3))
+        x = tf.tanh(x + product(product(x, first + 4), first + 5))
+        hidden = tf.nn.silu(product(x, first + 6))  # (B, dff)
+        x = tf.tanh(x + product(hidden, first + 7))
+    return x, product(x, 8 * layers)
+
+
+def add_size_arguments(parser):
+    """`--layers`, `--d-model`, `--dff` and `--vocab`, at OPUS-MT's size by default."""
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--d-model", type=int, default=512)
+    parser.add_argument("--dff", type=int, default=2048)
+    parser.add_argument("--vocab", type=int, default=32000)
+
+
 def measure(args):
     """`{rows: {layout: ms a step}, "largest difference": ...}` in this process."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import numpy as np
-    import tensorflow as tf
     from xla_products import median_ms  # the same timing as the XLA products' script
 
     rng = np.random.default_rng(0)
-    d, dff = args.d_model, args.dff
-    per_layer = [(d, d)] * 4 + [(d, d)] * 2 + [(d, dff), (dff, d)]  # self, cross, feed-forward
-    arrays = [
-        (rng.standard_normal(shape) / np.sqrt(shape[0])).astype("float32")
-        for _ in range(args.layers)
-        for shape in per_layer
-    ]
-    output = (rng.standard_normal((d, args.vocab)) / np.sqrt(d)).astype("float32")  # (D, V)
-    matrices = arrays + [output]
+    matrices = decoder_matrices(rng, args.layers, args.d_model, args.dff, args.vocab)
     whole = [tf.Variable(a) for a in matrices]
     halves = [
         (tf.Variable(a[:, : a.shape[1] // 2]), tf.Variable(a[:, a.shape[1] // 2 :]))
@@ -56,25 +84,15 @@ def measure(args):
         left, right = halves[index]
         return tf.concat([tf.matmul(x, left), tf.matmul(x, right)], axis=1)
 
-    def step(x, layout):  # (B, D) -> (B, D), (B, V)
-        for layer in range(args.layers):
-            first = layer * len(per_layer)
-            q, k, v = (product(x, first + i, layout) for i in range(3))
-            x = tf.tanh(x + product(q + k + v, first + 3, layout))
-            x = tf.tanh(x + product(product(x, first + 4, layout), first + 5, layout))
-            hidden = tf.nn.silu(product(x, first + 6, layout))  # (B, dff)
-            x = tf.tanh(x + product(hidden, first + 7, layout))
-        return x, product(x, len(arrays), layout)
-
     results, outputs = {}, {}
     for rows in ROWS:
-        start = tf.constant(rng.standard_normal((rows, d)).astype("float32"))
+        start = tf.constant(rng.standard_normal((rows, args.d_model)).astype("float32"))
         for layout in LAYOUTS:
 
             @tf.function(autograph=False)
             def loop(x, layout=layout):
                 def body(i, x, logits):
-                    x, logits = step(x, layout)
+                    x, logits = decoder_step(x, lambda x, i: product(x, i, layout), args.layers)
                     return i + 1, x, logits
 
                 initial = (tf.constant(0), x, tf.zeros([tf.shape(x)[0], args.vocab]))
@@ -90,10 +108,7 @@ def measure(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--d-model", type=int, default=512)
-    parser.add_argument("--dff", type=int, default=2048)
-    parser.add_argument("--vocab", type=int, default=32000)
+    add_size_arguments(parser)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", default="1,2", help="intra-op thread counts, one process each")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
