@@ -1,10 +1,11 @@
 """oneDNN's products in TensorFlow's graph with the weights read from variables, as a model's
 layers read them, against weights that are constants of the graph, which oneDNN packs once.
 
-A product with a bias (`x W + b`, as the package's attention and feed-forward layers write
-it) runs in TensorFlow's graph as one oneDNN inner product. When `W` is a constant of the
-graph, oneDNN reorders it into its own blocked layout at the first call and keeps that copy;
-when `W` is read from a variable, each call starts from the plain layout. This runs 32 steps
+TensorFlow's graph fuses a product with its bias (`x W + b`, as the package's attention and
+feed-forward layers write it) into one oneDNN inner product where its rewrites find the
+pattern (in these loops, some of the products). When `W` is a constant of the graph, oneDNN
+reorders it into its own blocked layout at the first call and keeps that copy; when `W` is
+read from a variable, each call starts from the plain layout. This runs 32 steps
 in a `tf.while_loop`, each multiplying a few rows by the decoder's matrices with their
 biases and dependencies (`graph_one_row.decoder_step`) and then by the output projection, in
 float32 and bfloat16, with the weights
