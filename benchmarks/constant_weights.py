@@ -25,7 +25,6 @@ reference's; the last line is JSON.
 import argparse
 import json
 
-import ml_dtypes
 import numpy as np
 import tensorflow as tf
 from graph_one_row import add_size_arguments, decoder_matrices, decoder_step
@@ -38,7 +37,7 @@ WEIGHTS = ("variables", "constants", "frozen")
 
 def in_dtype(array, dtype):
     """`array` as a NumPy array of `dtype` ("float32" or "bfloat16")."""
-    return array.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32)
+    return array.astype(tf.as_dtype(dtype).as_numpy_dtype)
 
 
 def loops(matrices, biases, dtype, layers):

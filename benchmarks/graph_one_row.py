@@ -22,10 +22,7 @@ import os
 import subprocess
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
 
 STEPS = 32
 ROWS = (1, 4)
@@ -48,6 +45,8 @@ def decoder_step(x, product, layers):
 
     `product(x, index)` multiplies `x` by matrix `index` of `decoder_matrices`.
     """
+    import tensorflow as tf  # in the measuring processes only, not in the one that starts them
+
     for layer in range(layers):
         first = layer * 8
         q, k, v = (product(x, first + i) for i in range(3))
@@ -68,6 +67,8 @@ def add_size_arguments(parser):
 
 def measure(args):
     """`{rows: {layout: ms a step}, "largest difference": ...}` in this process."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
     from xla_products import median_ms  # the same timing as the XLA products' script
 
     rng = np.random.default_rng(0)
