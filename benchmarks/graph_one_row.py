@@ -1,19 +1,23 @@
 """TensorFlow's graph (no XLA) multiplying a few rows by a decoder's weights, each matrix
-whole or as two halves of its columns.
+whole, as two halves of its columns, or as two halves of its rows.
 
-A decoding step of one sentence multiplies one row (four for a beam of 4) by every weight
-matrix of the decoder, one after another, and then by the output projection. This runs 32
-such steps in a `tf.while_loop` with the decoder's products and their dependencies (per
-layer: the query, key and value products of one input, the attention output, the
-cross-attention's query and output, the feed-forward's two; then the `(D, V)` output
-projection), each product either whole or as two products of half the columns joined
-(`concat`), which TensorFlow's executor can run side by side. Each setting of intra-op
-threads (`TF_NUM_INTRAOP_THREADS`, 1 and 2 by default) runs in a fresh process.
+A decoding step of one sentence multiplies one row (four for a beam of 4; 32 for greedy
+search of 32 sentences) by every weight matrix of the decoder, one after another, and then
+by the output projection. This runs 32 such steps in a `tf.while_loop` with the decoder's
+products and their dependencies (per layer: the query, key and value products of one input,
+the attention output, the cross-attention's query and output, the feed-forward's two; then
+the `(D, V)` output projection), each product whole, as two products of half the columns
+joined (`concat`, "halves": copies of the columns, the same sums), or as two products of
+half the inputs by half the rows, added ("split inputs": slices of the whole matrix, the
+sums in another order). TensorFlow's executor can run the two products of a split side by
+side. Each setting of intra-op threads (`TF_NUM_INTRAOP_THREADS`, 1 and 2 by default) runs
+in a fresh process.
 
     python benchmarks/graph_one_row.py [--layers 6] [--d-model 512] [--dff 2048] [--vocab 32000]
 
 Prints the median milliseconds of a step for each row count, layout and thread setting,
-and the largest difference between the two layouts' outputs; the last line is JSON.
+and the largest difference of each split's outputs from the whole products'; the last line
+is JSON.
 """
 
 import argparse
@@ -25,8 +29,9 @@ import sys
 import numpy as np
 
 STEPS = 32
-ROWS = (1, 4)
-LAYOUTS = ("whole", "halves")
+ROWS = (1, 4, 32)
+LAYOUTS = ("whole", "halves", "split inputs")
+SPLITS = LAYOUTS[1:]
 
 
 def decoder_matrices(rng, layers, d_model, dff, vocab):
@@ -66,7 +71,7 @@ def add_size_arguments(parser):
 
 
 def measure(args):
-    """`{rows: {layout: ms a step}, "largest difference": ...}` in this process."""
+    """`{rows: {layout: ms a step}, "largest difference": {split: ...}}` in this process."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
     from xla_products import median_ms  # the same timing as the XLA products' script
@@ -82,6 +87,10 @@ def measure(args):
     def product(x, index, layout):
         if layout == "whole":
             return tf.matmul(x, whole[index])
+        if layout == "split inputs":
+            matrix = whole[index]  # (D_in, D_out)
+            half = matrix.shape[0] // 2
+            return tf.matmul(x[:, :half], matrix[:half]) + tf.matmul(x[:, half:], matrix[half:])
         left, right = halves[index]
         return tf.concat([tf.matmul(x, left), tf.matmul(x, right)], axis=1)
 
@@ -101,9 +110,12 @@ def measure(args):
 
             outputs[rows, layout] = loop(start).numpy()
             results.setdefault(rows, {})[layout] = median_ms(loop, start, args.rounds) / STEPS
-    results["largest difference"] = max(
-        float(np.abs(outputs[rows, "whole"] - outputs[rows, "halves"]).max()) for rows in ROWS
-    )
+    results["largest difference"] = {
+        split: max(
+            float(np.abs(outputs[rows, "whole"] - outputs[rows, split]).max()) for rows in ROWS
+        )
+        for split in SPLITS
+    }
     return results
 
 
@@ -131,11 +143,16 @@ def main():
         report[f"{threads} intra-op threads"] = result
         for rows in ROWS:
             times = result[str(rows)]
+            splits = ", ".join(
+                f"{split} {times[split]:.2f} ms ({times['whole'] / times[split]:.2f}x)"
+                for split in SPLITS
+            )
             print(
                 f"{threads} intra-op thread(s), {rows} row(s): whole {times['whole']:.2f} ms a "
-                f"step, halves {times['halves']:.2f} ms ({times['whole'] / times['halves']:.2f}x)"
+                f"step, {splits}"
             )
-        print(f"  largest difference between the layouts' logits: {result['largest difference']}")
+        for split, difference in result["largest difference"].items():
+            print(f"  largest difference of the {split}' logits from the whole's: {difference}")
     print(json.dumps(report))
 
 

@@ -4,8 +4,10 @@ A decoding step multiplies its rows (one per hypothesis: 1 for one sentence's gr
 search, 4 for its beam of 4) by every weight matrix, the largest being the output
 projection, a tied `(V, D)` embedding used transposed. This times 32 such products in a
 `tf.while_loop`, as a search runs them, for 1, 2 and 4 rows, with XLA and without, with the
-matrix used three ways: transposed inside the loop (`matmul(x, transpose(E))`, as the model
-writes it), through `transpose_b=True`, and transposed once before the loop.
+matrix used four ways: transposed inside the loop (`matmul(x, transpose(E))`, as the model
+writes it), through `transpose_b=True`, transposed once before the loop, and first, its
+product with the rows transposed (`transpose(matmul(E, x, transpose_b=True))`, the same
+sums as a `(V, B)` product).
 
     python benchmarks/xla_products.py [--vocab 32000] [--d-model 512] [--rounds 5]
 
@@ -23,7 +25,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 STEPS = 32
-LAYOUTS = ("transpose in the loop", "transpose_b", "transposed before")
+LAYOUTS = ("transpose in the loop", "transpose_b", "transposed before", "embeddings first")
 
 
 def product_loop(embeddings, layout):
@@ -37,6 +39,9 @@ def product_loop(embeddings, layout):
                 logits = tf.matmul(x, tf.transpose(embeddings))
             elif layout == "transpose_b":
                 logits = tf.matmul(x, embeddings, transpose_b=True)
+            elif layout == "embeddings first":
+                by_rows = tf.matmul(embeddings, x, transpose_b=True)  # (V, B)
+                logits = tf.transpose(by_rows)
             else:
                 logits = tf.matmul(x, transposed)  # (B, V)
             return step + 1, x + 1e-9 * tf.reduce_max(logits, axis=-1, keepdims=True)
