@@ -39,6 +39,33 @@ def test_scaled_dot_product_attention_without_mask_matches_numpy():
     np.testing.assert_allclose(ops.convert_to_numpy(outputs), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("masked", [True, False])
+def test_scaled_dot_product_attention_in_a_while_loop_matches_numpy(masked):
+    """The keys and mask stay the same through the loop, as a decoder's cross-attention
+    to the source does: TensorFlow's graph with oneDNN once returned an empty tensor."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("a TensorFlow graph")
+    import tensorflow as tf
+
+    q, k = random(2, 4, 1, 16, seed=10), random(2, 4, 7, 16, seed=11)
+    allowed = np.array([[True] * 7, [True] * 4 + [False] * 3])[:, None, None, :]
+    mask = allowed if masked else None
+
+    @tf.function
+    def three_times(q, k):
+        def attend(i, q):
+            return i + 1, layers.scaled_dot_product_attention(q, k, k, mask=mask)[0]
+
+        return tf.while_loop(lambda i, q: i < 3, attend, (0, q))[1]
+
+    expected = q.astype("float64")
+    for _ in range(3):
+        expected, _ = numpy_attention(expected, k, k, allowed if masked else np.ones((1,)))
+    outputs = three_times(tf.constant(q), tf.constant(k))
+    assert outputs.shape == q.shape
+    np.testing.assert_allclose(outputs.numpy(), expected, atol=1e-5)
+
+
 def test_scaled_dot_product_attention_rejects_unbroadcastable_mask():
     q = random(2, 5, 8)
     with pytest.raises(ValueError, match=r"`mask` cannot broadcast.*\(2, 4\)"):

@@ -55,12 +55,13 @@ def scaled_dot_product_attention(
         ```
     """
     depth = q.shape[-1]
-    # Scaling q by 1/sqrt(d_k) before the product equals scaling the logits,
-    # on T*K numbers instead of T*S.
-    q = q * ops.cast(1.0 / math.sqrt(depth), q.dtype)
     logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., T, S)
     if relative_keys is not None:
         logits += per_query_product(q, ops.swapaxes(relative_keys, -1, -2))  # (B, H, T, S)
+    # The logits are scaled after the product, not q before it: TensorFlow 2.21's
+    # graph with oneDNN returns an empty tensor for a scaled q multiplied by keys
+    # that stay the same through a `tf.while_loop`, with the mask's term added.
+    logits *= ops.cast(1.0 / math.sqrt(depth), logits.dtype)
     if logit_bias is not None:
         logits += ops.cast(logit_bias, logits.dtype)
     if keras.backend.standardize_dtype(logits.dtype) in _LOW_PRECISION:
