@@ -66,6 +66,39 @@ def test_scaled_dot_product_attention_in_a_while_loop_matches_numpy(masked):
     np.testing.assert_allclose(outputs.numpy(), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_one_query_a_row_matches_numpy(dtype):
+    """A decoding step's single query per row, which TensorFlow runs on its own kernels
+    (`layers.single_query`), as NumPy attends, in a graph too."""
+    q, k, v = random(2, 3, 1, 4, seed=12), random(2, 3, 6, 4, seed=13), random(2, 3, 6, 5, seed=14)
+    allowed = np.array([[True] * 6, [True] * 2 + [False] * 4])[:, None, None, :]
+
+    def attend(q, k, v):
+        return layers.scaled_dot_product_attention(
+            ops.cast(q, dtype), ops.cast(k, dtype), ops.cast(v, dtype), mask=allowed
+        )
+
+    expected_out, expected_w = numpy_attention(q, k, v, allowed.astype("float64"))
+    tolerance = 1e-5 if dtype == "float32" else 3e-2
+    for run in (attend, keras.backend.backend() == "tensorflow" and graph(attend)):
+        if not run:
+            continue
+        outputs, weights = run(q, k, v)
+        assert tuple(outputs.shape) == (2, 3, 1, 5)
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(ops.cast(weights, "float32")), expected_w, atol=tolerance
+        )
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(ops.cast(outputs, "float32")), expected_out, atol=tolerance
+        )
+
+
+def graph(function):
+    import tensorflow as tf
+
+    return tf.function(function)
+
+
 def test_scaled_dot_product_attention_rejects_unbroadcastable_mask():
     q = random(2, 5, 8)
     with pytest.raises(ValueError, match=r"`mask` cannot broadcast.*\(2, 4\)"):

@@ -235,6 +235,7 @@ class MultiHeadAttention(position_schemes.PositionsFromConfig, keras.layers.Laye
         attention_mask=None,
         return_attention_scores=False,
         value=None,
+        hypotheses=None,
     ):
         """Attention of one decoding step to cached keys and values.
 
@@ -263,6 +264,9 @@ class MultiHeadAttention(position_schemes.PositionsFromConfig, keras.layers.Laye
             value: optional `(B * k, 1, D_v)`, the input the new entry's value
                 is projected from (its key is projected from `query`);
                 defaults to `query`.
+            hypotheses: optional int, k, where the caller knows it when it
+                traces: the queries of a row then have a static shape, and one
+                query a row attends through `layers.single_query`.
 
         Returns:
             `(outputs (B * k, 1, D_out), cache)`, the cache updated when
@@ -283,11 +287,12 @@ class MultiHeadAttention(position_schemes.PositionsFromConfig, keras.layers.Laye
         keys, values = cache
         rows = ops.shape(keys)[0]
         q = self._project(query, self.query_kernel, self.query_bias)  # (B * k, H, 1, K)
-        q = self._per_row(self._rotated(q, step), rows)  # (B, H, k, K)
+        q = self._per_row(self._rotated(q, step), rows, hypotheses)  # (B, H, k, K)
         mask, positions = attention_mask, None
         if step is not None:
             k, v = self.project_key_value(query if value is None else value, key=query)
-            k, v = self._per_row(self._rotated(k, step), rows), self._per_row(v, rows)
+            k = self._per_row(self._rotated(k, step), rows, hypotheses)
+            v = self._per_row(v, rows, hypotheses)
             keys, values = cache_layout.write(keys, values, k, v, step)
             beams = ops.shape(q)[2]
             if mask is None:  # (1, 1, k, L)
@@ -312,9 +317,10 @@ class MultiHeadAttention(position_schemes.PositionsFromConfig, keras.layers.Laye
         them (rotated with rotary positions)."""
         return x if self.positions is None else self.positions.rotate(x, start)
 
-    def _per_row(self, x, rows):
-        """`(B * k, H, 1, K)` -> `(B, H, k, K)`: the k hypotheses of a row as its queries."""
-        x = ops.reshape(x, (rows, -1, self.num_heads, self.depth))  # (B, k, H, K)
+    def _per_row(self, x, rows, hypotheses=None):
+        """`(B * k, H, 1, K)` -> `(B, H, k, K)`: the k hypotheses of a row as its queries
+        (k static where `hypotheses` gives it)."""
+        x = ops.reshape(x, (rows, hypotheses or -1, self.num_heads, self.depth))  # (B, k, H, K)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, H, k, K)
 
     def _attend(self, q, k, v, mask, training, positions=None, bidirectional=True):

@@ -115,6 +115,7 @@ class DecoderLayer(TransformerBlock):
         context_mask=None,
         self_mask=None,
         query_key_positions=None,
+        hypotheses=None,
     ):
         """Decodes one position from cached keys and values, as `call` would.
 
@@ -134,6 +135,8 @@ class DecoderLayer(TransformerBlock):
                 it, positions 0..step of its own slot.
             query_key_positions: optional `(1, 1, D)`, the position row of
                 `step` for self-attention's query and key.
+            hypotheses: optional int, k where it is known when tracing
+                (see `MultiHeadAttention.call_with_cache`).
 
         Returns:
             `(outputs (B * k, 1, D), self_cache, cross_attention)`: the cache
@@ -144,12 +147,21 @@ class DecoderLayer(TransformerBlock):
         def attend_to_target(y):  # to the cache up to `step`, which `y` is written into
             query, value, _ = self._self_attention_inputs(y, query_key_positions)
             return self.self_attention.call_with_cache(
-                query, self_cache, step=step, attention_mask=self_mask, value=value
+                query,
+                self_cache,
+                step=step,
+                attention_mask=self_mask,
+                value=value,
+                hypotheses=hypotheses,
             )
 
         def attend_to_context(y):  # to the encoder's cached keys and values
             y, _, scores = self.cross_attention.call_with_cache(
-                y, cross_cache, value_mask=context_mask, return_attention_scores=True
+                y,
+                cross_cache,
+                value_mask=context_mask,
+                return_attention_scores=True,
+                hypotheses=hypotheses,
             )
             return y, scores
 
@@ -342,6 +354,7 @@ class Decoder(TransformerStack):
                 context_mask,
                 self_mask,
                 query_key_positions=rows,
+                hypotheses=self_cache.lineage.shape[1],  # k, static in a search
             )  # scores (B * k, H, 1, S)
             if index == chosen:
                 attention = ops.mean(scores[:, :, 0], axis=1)  # (B * k, S)

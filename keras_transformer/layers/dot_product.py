@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers import masks
+from keras_transformer.layers import masks, single_query
 from keras_transformer.layers.relative import per_query_product
 
 _LOW_PRECISION = ("float16", "bfloat16")
@@ -55,7 +55,11 @@ def scaled_dot_product_attention(
         ```
     """
     depth = q.shape[-1]
-    logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., T, S)
+    one_query = single_query.applies(q)  # a decoding step's one query a sentence
+    if one_query:
+        logits = single_query.product(q, k, transpose_b=True)  # (..., 1, S)
+    else:
+        logits = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., T, S)
     if relative_keys is not None:
         logits += per_query_product(q, ops.swapaxes(relative_keys, -1, -2))  # (B, H, T, S)
     # The logits are scaled after the product, not q before it: TensorFlow 2.21's
@@ -75,9 +79,13 @@ def scaled_dot_product_attention(
         # `ops.softmax` would warn that a size-1 axis is likely a mistake.
         weights = ops.ones_like(logits, dtype=v.dtype)  # (..., T, 1)
     else:
-        weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)  # (..., T, S)
+        softmax = single_query.softmax if one_query else lambda x: ops.softmax(x, axis=-1)
+        weights = ops.cast(softmax(logits), v.dtype)  # (..., T, S)
     attended = weights if dropout is None else dropout(weights)
-    outputs = ops.matmul(attended, v)  # (..., T, Kv)
+    if one_query:
+        outputs = single_query.product(attended, v)  # (..., 1, Kv)
+    else:
+        outputs = ops.matmul(attended, v)  # (..., T, Kv)
     if relative_values is not None:
         outputs += per_query_product(attended, relative_values)  # (B, H, T, Kv)
     return outputs, weights
