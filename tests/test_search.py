@@ -211,13 +211,18 @@ def first_step_in_numpy(model, state, rows):
     return tokens, cache, hidden @ embeddings.T + model.output_bias.numpy()
 
 
+def any_batch(structure):
+    """`tf.TensorSpec`s of `structure`'s tensors with their first axis, the batch, unknown."""
+    return tf.nest.map_structure(lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), structure)
+
+
 def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
     """`one_row_projection` (what an XLA search decodes through): a step of one row
     multiplies by the embeddings transposed before the loop, a step of several by the
     embeddings; both give `x @ E.T + b` in NumPy, with the rows known and in a graph that
-    does not know them (which chooses with a cond), and an XLA-compiled greedy search of one
-    sentence traced for any shape, alone and in an ensemble, gives the tokens and scores it
-    gives without."""
+    knows neither them nor the cache's (which chooses with a cond), and an XLA-compiled
+    greedy search of one sentence traced for any shape, alone and in an ensemble, gives the
+    tokens and scores it gives without."""
     from keras_transformer.inference.bucketed_search import OneRowProjection
 
     model = random_model(norm_first=True, shared_embeddings="all")
@@ -229,14 +234,20 @@ def test_a_tied_projection_transposed_once_gives_the_embeddings_logits():
         state = model.one_row_projection(model.encode(source[:rows]))
         assert state["one_row_output"][0].shape == (32, 60)
         tokens, cache, expected = first_step_in_numpy(model, state, rows)
+        # The cache and the source's state too come in with their rows unknown, as they
+        # do in a search traced for any batch: a cache of known rows would give them away.
+        per_sentence = {"context_mask": state["context_mask"], "cross": state["cross"]}
         graph_step = tf.function(
-            lambda t, c=cache, s=state: model.decode_step(t, 0, c, s),
-            input_signature=any_rows,
+            lambda t, c, p, s=state: model.decode_step(t, 0, c, {**s, **p}),
+            input_signature=[*any_rows, *(any_batch(x) for x in (cache, per_sentence))],
             autograph=False,
         )
         graph = graph_step.get_concrete_function().graph
         assert {"If", "StatelessIf"} & {op.type for op in graph.get_operations()}  # rows unknown
-        for step in (model.decode_step(tokens, 0, cache, state), graph_step(tokens)):
+        for step in (
+            model.decode_step(tokens, 0, cache, state),
+            graph_step(tokens, cache, per_sentence),
+        ):
             np.testing.assert_allclose(step.logits.numpy(), expected, rtol=1e-5, atol=1e-5)
     assert "one_row_output" not in model.restrict_vocabulary(state, tf.range(5))
 
