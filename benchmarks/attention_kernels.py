@@ -7,17 +7,18 @@ to the target's cache and once to the source's. This times 32 steps of 12 such a
 `tf.while_loop`, for the four rows of a translation benchmark (greedy search and beam 4, one
 sentence and 32), each way:
 
-- `package`: `layers.dot_product.scaled_dot_product_attention`, as the model attends
-  (`keras.ops.matmul` and `keras.ops.softmax`, which TensorFlow's graph runs on oneDNN);
-- `BatchMatMulV3`: both products as `tf.raw_ops.BatchMatMulV3`, the softmax written out
-  (exp of the logits less their maximum, over its sum);
+- `Keras ops`: `keras.ops.matmul` and `keras.ops.softmax`, as the package attends with
+  several queries a row (beam search), which TensorFlow's graph runs on oneDNN;
+- `BatchMatMulV3`: `layers.single_query`, as the package attends with one query a row
+  (greedy search, sampling) on TensorFlow: both products as `tf.raw_ops.BatchMatMulV3`, the
+  softmax written out (exp of the logits less their maximum, over its sum);
 - `einsum`: both products as `tf.einsum`, the same softmax.
 
 Each way is checked first against NumPy in float64 on one attention of each row's shapes.
 
     python benchmarks/attention_kernels.py [--heads 8] [--depth 64] [--positions 32]
 
-Prints milliseconds a step for each row and way, the speed over `package`, and the largest
+Prints milliseconds a step for each row and way, the speed over `Keras ops`, and the largest
 difference from NumPy; the last line is JSON.
 """
 
@@ -30,9 +31,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
 from xla_products import median_ms  # noqa: E402
 
-from keras_transformer.layers.dot_product import scaled_dot_product_attention  # noqa: E402
+from keras_transformer.layers import single_query  # noqa: E402
 
 STEPS = 32
 ATTENTIONS = 12  # per step: 6 decoder layers, each attending to the target and the source
@@ -42,30 +44,22 @@ ROWS = {  # name: (sentences B, hypotheses per sentence k)
     "greedy, 32 sentences": (32, 1),
     "beam 4, 32 sentences": (32, 4),
 }
-WAYS = ("package", "BatchMatMulV3", "einsum")
-
-
-def written_softmax(logits):
-    """Softmax over the last axis from TensorFlow's elementwise ops and reductions."""
-    exp = tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))
-    return exp / tf.reduce_sum(exp, axis=-1, keepdims=True)
+WAYS = ("Keras ops", "BatchMatMulV3", "einsum")
 
 
 def attend(q, k, v, mask, way):
     """Attention of `q` `(B, H, k, K)` to `k`, `v` `(B, H, S, K)` under boolean `mask`
     `(B, 1, k, S)`: outputs `(B, H, k, K)`."""
-    if way == "package":
-        return scaled_dot_product_attention(q, k, v, mask)[0]
-    q = q * (1.0 / math.sqrt(q.shape[-1]))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    blocked = (1.0 - tf.cast(mask, q.dtype)) * -1e9
+    if way == "Keras ops":
+        logits = ops.matmul(q, ops.swapaxes(k, -1, -2)) * scale + blocked
+        return ops.matmul(ops.softmax(logits, axis=-1), v)
     if way == "einsum":
-        logits = tf.einsum("bhqd,bhsd->bhqs", q, k)
-    else:
-        logits = tf.raw_ops.BatchMatMulV3(x=q, y=k, Tout=q.dtype, adj_y=True)
-    logits += (1.0 - tf.cast(mask, logits.dtype)) * -1e9
-    weights = written_softmax(logits)
-    if way == "einsum":
-        return tf.einsum("bhqs,bhsd->bhqd", weights, v)
-    return tf.raw_ops.BatchMatMulV3(x=weights, y=v, Tout=weights.dtype)
+        logits = tf.einsum("bhqd,bhsd->bhqs", q, k) * scale + blocked
+        return tf.einsum("bhqs,bhsd->bhqd", single_query.softmax(logits), v)
+    logits = single_query.product(q, k, transpose_b=True) * scale + blocked
+    return single_query.product(single_query.softmax(logits), v)
 
 
 def numpy_attention(q, k, v, mask):
@@ -134,11 +128,11 @@ def main():
                 "difference from NumPy": float(np.abs(one.numpy() - reference).max()),
             }
         report[name] = row
-        package = row["package"]["ms"]
+        keras_ops = row["Keras ops"]["ms"]
         print(
             f"{name}: "
             + ", ".join(
-                f"{way} {row[way]['ms']:.3f} ms a step ({package / row[way]['ms']:.2f}x, "
+                f"{way} {row[way]['ms']:.3f} ms a step ({keras_ops / row[way]['ms']:.2f}x, "
                 f"{row[way]['difference from NumPy']:.1e} from NumPy)"
                 for way in WAYS
             ),

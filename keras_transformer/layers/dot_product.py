@@ -79,8 +79,8 @@ def scaled_dot_product_attention(
         # `ops.softmax` would warn that a size-1 axis is likely a mistake.
         weights = ops.ones_like(logits, dtype=v.dtype)  # (..., T, 1)
     else:
-        softmax = single_query.softmax if one_query else lambda x: ops.softmax(x, axis=-1)
-        weights = ops.cast(softmax(logits), v.dtype)  # (..., T, S)
+        weights = single_query.softmax(logits) if one_query else ops.softmax(logits, axis=-1)
+        weights = ops.cast(weights, v.dtype)  # (..., T, S)
     attended = weights if dropout is None else dropout(weights)
     if one_query:
         outputs = single_query.product(attended, v)  # (..., 1, Kv)
