@@ -110,7 +110,10 @@ def test_a_translator_traces_its_search_once_for_every_bucket(parts, monkeypatch
         return search(self, *args)
 
     monkeypatch.setattr(kt.inference.BucketedSearch, "_search", counted)
-    made = translator(parts, beam_size=2)
+    model, tokenizer = parts
+    # Options no other translator of the module's model has: translators that search
+    # alike share one search, and this one must be new.
+    made = Translator(model, tokenizer, tokenizer, max_length=29, beam_size=2, jit_compile=False)
     batches = [SENTENCES[:1], SENTENCES[:5], ["one " * 20] * 3, SENTENCES[:2]]
     outputs = [made.translate(batch).best for batch in batches]
     assert traces == [[[None, None], None, None]], traces
@@ -383,6 +386,28 @@ def test_a_vocabulary_that_numbers_its_special_pieces_otherwise_translates_the_s
         expected = ours.translate(sources[:2], constraints=phrases)["translations"]
         assert constrained.tolist() == expected.tolist()
         assert all(phrases[0][0] in t for t in constrained[:, 0])
+
+
+def test_translators_that_search_alike_share_one_search_and_its_trace(parts):
+    """A translator whose model, tokenizers, options and search settings are another's
+    searches with the other's search, traced once for both; one that differs in any of
+    them (an option, XLA, another model) has a search of its own."""
+    model, tokenizer = parts
+    first = Translator(model, tokenizer, tokenizer, max_length=27, beam_size=2, jit_compile=False)
+    expected = first(SENTENCES[:3]).numpy().tolist()
+    second = first.copy()
+    assert second.bucketed_search is first.bucketed_search
+    assert second(SENTENCES[:3]).numpy().tolist() == expected
+    assert second(SENTENCES[:1]).numpy().tolist() == expected[:1]
+    assert first.bucketed_search._compiled.experimental_get_tracing_count() == 1
+    for other in (
+        first.copy(beam_size=3),
+        first.copy(max_source_length=9),
+        first.copy(jit_compile=True),
+        first.copy(grow_cache=False),
+        Translator(model.__class__.from_config(model.get_config()), tokenizer, tokenizer),
+    ):
+        assert other.bucketed_search is not first.bucketed_search
 
 
 def test_a_bucketed_search_pads_to_few_shapes_and_gives_each_row_its_own_search(parts):

@@ -170,6 +170,64 @@ class BucketedSearch(tf.Module):
         )
 
 
+SEARCHES = "_keras_transformer_searches"
+"""The attribute of a model that holds its `shared_search`es."""
+
+
+def shared_search(
+    model: StepModel,
+    source_tokenizer: Tokenizer,
+    target_tokenizer: Tokenizer,
+    options: DecodeOptions,
+    **settings,
+) -> BucketedSearch:
+    """The `BucketedSearch` of these arguments, made once per model and kept with it.
+
+    Translators of one model that search alike (a copy whose other arguments are the
+    same, an export's copy of a translator that already searches without XLA) then
+    share one search: its trace, and with XLA its compilation of each shape, are made
+    once. The searches live as long as the model; a model that cannot hold them gets a
+    new search each time.
+
+    Args:
+        model: a `StepModel`.
+        source_tokenizer: the source side's tokenizer.
+        target_tokenizer: the target side's tokenizer.
+        options: the search's `DecodeOptions`.
+        **settings: the other arguments of `BucketedSearch` (`jit_compile`,
+            `grow_cache`, `shortlist`, `source_prefix_length`).
+
+    Example:
+        ```python
+        options = DecodeOptions(beam_size=1)
+        search = shared_search(model, tokenizer, tokenizer, options, jit_compile=False)
+        search is shared_search(model, tokenizer, tokenizer, options, jit_compile=False)  # True
+        ```
+    """
+    # The tokenizers and the shortlist by identity: the search holds them, so that an
+    # identity in the key is never reused while the search lives.
+    key = (
+        id(source_tokenizer),
+        id(target_tokenizer),
+        options,
+        *sorted(
+            (name, id(value) if name == "shortlist" else value) for name, value in settings.items()
+        ),
+    )
+    searches = getattr(model, "__dict__", {}).get(SEARCHES)
+    if searches is None:
+        searches = {}
+        try:  # past Keras' attribute tracking: the searches are no part of the model
+            object.__setattr__(model, SEARCHES, searches)
+        except AttributeError:
+            return BucketedSearch(model, source_tokenizer, target_tokenizer, options, **settings)
+    if key not in searches:
+        searches[key] = BucketedSearch(
+            model, source_tokenizer, target_tokenizer, options, **settings
+        )
+    return searches[key]
+
+
 def pad_columns(ids, length):
     """`ids` `(B, L)` padded with `PAD_ID` to `length` >= L columns."""
     return tf.pad(ids, [[0, 0], [0, length - tf.shape(ids)[1]]], constant_values=PAD_ID)

@@ -5,7 +5,7 @@ import logging
 import tensorflow as tf
 
 from keras_transformer.errors import ArgumentError
-from keras_transformer.inference.bucketed_search import BucketedSearch
+from keras_transformer.inference.bucketed_search import shared_search
 from keras_transformer.inference.checks import check_sentences
 from keras_transformer.inference.engine import Translations
 from keras_transformer.inference.ensemble import Ensemble
@@ -178,7 +178,7 @@ class Translator(tf.Module):
         self.grow_cache = grow_cache
         self.shortlist = shortlist
         self.compute_dtype = compute_dtype
-        self.bucketed_search = BucketedSearch(
+        self.bucketed_search = shared_search(
             model,
             source_tokenizer,
             target_tokenizer,
