@@ -410,6 +410,23 @@ def test_translators_that_search_alike_share_one_search_and_its_trace(parts):
         assert other.bucketed_search is not first.bucketed_search
 
 
+def test_a_model_keeps_its_most_recently_asked_for_searches(parts):
+    """A sweep over options keeps `KEPT_SEARCHES` searches with the model, the most recently
+    asked for; a translator whose search the model let go still searches with it."""
+    from keras_transformer.inference.bucketed_search import KEPT_SEARCHES
+
+    model, tokenizer = parts
+    made = [
+        Translator(model, tokenizer, tokenizer, max_length=10 + i, jit_compile=False)
+        for i in range(KEPT_SEARCHES + 2)
+    ]
+    again = made[-1].copy()
+    assert again.bucketed_search is made[-1].bucketed_search
+    assert made[2].copy().bucketed_search is made[2].bucketed_search  # kept
+    assert made[0].copy().bucketed_search is not made[0].bucketed_search  # let go
+    assert made[0](SENTENCES[:1]).numpy().tolist() == made[0].copy()(SENTENCES[:1]).numpy().tolist()
+
+
 def test_a_bucketed_search_pads_to_few_shapes_and_gives_each_row_its_own_search(parts):
     """Batches of 3 and 4 sources of up to 8 tokens share one padded shape (4, 8), which
     XLA compiles once, and one source is (1, 8); the search is traced once for both. Each

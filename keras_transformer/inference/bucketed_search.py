@@ -10,6 +10,8 @@ exports built from it (`export.export_translator`, `export.export_litert`) searc
 through one of these.
 """
 
+import collections
+
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
@@ -173,6 +175,9 @@ class BucketedSearch(tf.Module):
 SEARCHES = "_keras_transformer_searches"
 """The attribute of a model that holds its `shared_search`es."""
 
+KEPT_SEARCHES = 8
+"""How many `shared_search`es a model keeps, the most recently asked for."""
+
 
 def shared_search(
     model: StepModel,
@@ -186,8 +191,9 @@ def shared_search(
     Translators of one model that search alike (a copy whose other arguments are the
     same, an export's copy of a translator that already searches without XLA) then
     share one search: its trace, and with XLA its compilation of each shape, are made
-    once. The searches live as long as the model; a model that cannot hold them gets a
-    new search each time.
+    once. A model keeps its `KEPT_SEARCHES` most recently asked for (a sweep over
+    options does not pile up searches in memory; a translator keeps its own search
+    either way); a model that cannot hold them gets a new search each time.
 
     Args:
         model: a `StepModel`.
@@ -216,15 +222,19 @@ def shared_search(
     )
     searches = getattr(model, "__dict__", {}).get(SEARCHES)
     if searches is None:
-        searches = {}
+        searches = collections.OrderedDict()
         try:  # past Keras' attribute tracking: the searches are no part of the model
             object.__setattr__(model, SEARCHES, searches)
         except AttributeError:
             return BucketedSearch(model, source_tokenizer, target_tokenizer, options, **settings)
-    if key not in searches:
+    if key in searches:
+        searches.move_to_end(key)
+    else:
         searches[key] = BucketedSearch(
             model, source_tokenizer, target_tokenizer, options, **settings
         )
+        while len(searches) > KEPT_SEARCHES:
+            searches.popitem(last=False)  # the least recently asked for
     return searches[key]
 
 
