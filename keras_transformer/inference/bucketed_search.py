@@ -111,7 +111,7 @@ class BucketedSearch(tf.Module):
                 padded, prefix_ids, constraint_ids = self._pad_rows(
                     padded, prefix_ids, constraint_ids
                 )
-            search = self._compiled if static_shapes else self._traced_once
+            search = self._traced_for_shapes if static_shapes else self._traced_once
             result = search(padded, prefix_ids, constraint_ids)
             return DecodingResult(*(None if t is None else t[:batch] for t in result))
 
@@ -123,6 +123,12 @@ class BucketedSearch(tf.Module):
             None if x is None else tf.TensorSpec([None] * x.shape.rank, x.dtype) for x in inputs
         ]
         return self._compiled.get_concrete_function(*specs)(*inputs)
+
+    def _traced_for_shapes(self, *inputs):
+        """The search of `inputs` traced for their own shapes, in a function of its own:
+        in `_compiled`, or in a function that traced other shapes before, a call would
+        run a trace of shapes left open that covers these instead."""
+        return tf.function(self._search, jit_compile=self.jit_compile, autograph=False)(*inputs)
 
     def _checks(self, source_ids):
         """The assertions source ids `(B, S)` must pass before they are searched."""
