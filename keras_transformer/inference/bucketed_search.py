@@ -226,13 +226,10 @@ def shared_search(
             (name, id(value) if name == "shortlist" else value) for name, value in settings.items()
         ),
     )
-    searches = getattr(model, "__dict__", {}).get(SEARCHES)
-    if searches is None:
-        searches = collections.OrderedDict()
-        try:  # past Keras' attribute tracking: the searches are no part of the model
-            object.__setattr__(model, SEARCHES, searches)
-        except AttributeError:
-            return BucketedSearch(model, source_tokenizer, target_tokenizer, options, **settings)
+    try:  # in the model's __dict__, past Keras' attribute tracking: no part of the model
+        searches = vars(model).setdefault(SEARCHES, collections.OrderedDict())
+    except TypeError:  # a model without a __dict__
+        return BucketedSearch(model, source_tokenizer, target_tokenizer, options, **settings)
     if key in searches:
         searches.move_to_end(key)
     else:
